@@ -18,5 +18,6 @@ pub mod rate_limit;
 mod sync;
 
 pub use queue::{
-    DoneError, Priority, QueueObserver, QueueStats, InFlightKey, WorkQueue, WorkQueueBuilder,
+    DoneError, InFlightKey, Priority, QueueKey, QueueObserver, QueueStats, WorkQueue,
+    WorkQueueBuilder,
 };

@@ -1,0 +1,106 @@
+//! Configuration of a [`WorkQueue`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::core::Core;
+use super::observer::NoopObserver;
+use super::{QueueKey, QueueObserver, Shared, WorkQueue};
+use crate::rate_limit::{RateLimiter, default_rate_limiter};
+use crate::sync::Mutex;
+
+/// Configures a [`WorkQueue`]; start from [`WorkQueue::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::WorkQueue;
+/// use tend::rate_limit::ExponentialBackoff;
+///
+/// let queue: WorkQueue<String> = WorkQueue::builder()
+///     .name("replicasets")
+///     .rate_limiter(ExponentialBackoff::new(Duration::from_millis(10), Duration::from_secs(60))?)
+///     .max_wait(Duration::from_secs(5))
+///     .build();
+/// assert_eq!(queue.name(), "replicasets");
+/// # Ok::<(), tend::rate_limit::RateLimitError>(())
+/// ```
+#[must_use]
+pub struct WorkQueueBuilder<K> {
+    name: String,
+    limiter: Option<Box<dyn RateLimiter<K>>>,
+    observer: Arc<dyn QueueObserver>,
+    max_wait: Duration,
+}
+
+impl<K: QueueKey> WorkQueueBuilder<K> {
+    /// Ten seconds: long enough that a resync storm does not slow fresh
+    /// changes, short enough that no key waits unnoticed.
+    const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+
+    pub(super) fn new() -> Self {
+        Self {
+            name: String::from("workqueue"),
+            limiter: None,
+            observer: Arc::new(NoopObserver),
+            max_wait: Self::DEFAULT_MAX_WAIT,
+        }
+    }
+
+    /// The name used in logs and metric labels (default `"workqueue"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The limiter behind [`WorkQueue::add_rate_limited`] (default
+    /// [`default_rate_limiter`]).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Receives the queue's measurements (default: none).
+    pub fn observer(mut self, observer: Arc<dyn QueueObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// How long a lower-priority key may wait before it is served ahead of
+    /// higher priorities (default 10 s). Once a key is overdue it is served on
+    /// every other `get` until no key is overdue, so low priorities never
+    /// starve yet never take more than half the throughput from fresh work.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Builds the queue.
+    #[must_use]
+    pub fn build(self) -> WorkQueue<K> {
+        let limiter = self
+            .limiter
+            .unwrap_or_else(|| Box::new(default_rate_limiter()));
+        WorkQueue {
+            shared: Arc::new(Shared {
+                name: self.name,
+                core: Mutex::new(Core::new(self.max_wait)),
+                ready: tokio::sync::Notify::new(),
+                drained: tokio::sync::Notify::new(),
+                limiter,
+                observer: self.observer,
+            }),
+        }
+    }
+}
+
+impl<K> fmt::Debug for WorkQueueBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkQueueBuilder")
+            .field("name", &self.name)
+            .field("max_wait", &self.max_wait)
+            .finish_non_exhaustive()
+    }
+}

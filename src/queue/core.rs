@@ -1,0 +1,542 @@
+//! The queue's synchronous core: plain data, no tokio, no lock of its own.
+//!
+//! The async shell (`WorkQueue`) owns one `Core` behind a mutex and passes the
+//! current time into every call, so this file runs the same under loom,
+//! proptest and normal builds.
+//!
+//! # Invariants
+//!
+//! - A key has a `Slot` iff it is ready (`queued`) or scheduled (`timer`),
+//!   never both: queueing a key cancels its timer, and scheduling a ready key
+//!   is a no-op (it is already due sooner).
+//! - A key in `in_flight` is never ready; an add marks it dirty instead, and
+//!   `done` queues it again.
+//! - `levels` and `timers` may hold stale entries (a key re-prioritised, a
+//!   timer superseded); an entry is live iff its `seq` equals the one in the
+//!   key's slot. Stale entries are counted and compacted when they outnumber
+//!   live ones, so memory stays bounded by live keys.
+
+use std::cmp::Ordering;
+use std::collections::binary_heap::PeekMut;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use foldhash::fast::RandomState;
+
+use super::{Priority, QueueKey};
+
+/// Stale entries tolerated before a compaction is considered.
+const COMPACT_FLOOR: usize = 64;
+
+pub(crate) struct Core<K> {
+    slots: HashMap<K, Slot, RandomState>,
+    in_flight: HashMap<K, InFlight, RandomState>,
+    levels: BTreeMap<Priority, VecDeque<ReadyEntry<K>>>,
+    timers: BinaryHeap<TimerEntry<K>>,
+    next_seq: u64,
+    ready: usize,
+    scheduled: usize,
+    stale_ready: usize,
+    stale_timers: usize,
+    max_wait: Duration,
+    aged_turn: bool,
+    shut_down: bool,
+    drain_abandoned: bool,
+    dropped: u64,
+}
+
+#[derive(Default)]
+struct Slot {
+    queued: Option<Queued>,
+    timer: Option<Timer>,
+}
+
+#[derive(Clone, Copy)]
+struct Queued {
+    seq: u64,
+    priority: Priority,
+    since: Instant,
+}
+
+#[derive(Clone, Copy)]
+struct Timer {
+    seq: u64,
+    deadline: Instant,
+}
+
+struct InFlight {
+    started: Instant,
+    /// Set by an add during processing: the priority to queue again with and
+    /// when the first such add happened.
+    dirty: Option<(Priority, Instant)>,
+}
+
+struct ReadyEntry<K> {
+    seq: u64,
+    since: Instant,
+    key: K,
+}
+
+struct TimerEntry<K> {
+    deadline: Instant,
+    seq: u64,
+    key: K,
+}
+
+// Reversed so that `BinaryHeap` (a max-heap) pops the earliest deadline first.
+impl<K> Ord for TimerEntry<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
+    }
+}
+impl<K> PartialOrd for TimerEntry<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> PartialEq for TimerEntry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+impl<K> Eq for TimerEntry<K> {}
+
+/// What an immediate add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// The key became ready: wake a worker.
+    Queued,
+    /// The key is being processed; it runs again after `done`.
+    Dirty,
+    /// The key was already ready (its priority may have been raised).
+    Deduplicated,
+    /// The queue is shut down; the key was dropped.
+    Rejected,
+}
+
+/// What a delayed add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheduled {
+    /// The delay was zero: the add was immediate.
+    Now(Added),
+    /// A timer was set; `earliest` when no other timer fires sooner, so a
+    /// sleeping worker must recompute its deadline.
+    Timer { earliest: bool },
+    /// The key was already due at that time or sooner.
+    Deduplicated,
+    /// The queue is shut down; the key was dropped.
+    Rejected,
+}
+
+/// What `next` found for a worker.
+#[derive(Debug)]
+pub(crate) enum Next<K> {
+    /// A key to process, how long it waited, and how many timers fired while
+    /// looking (if more keys than this one became ready, another worker
+    /// should be woken).
+    Key {
+        key: K,
+        waited: Duration,
+        fired: usize,
+    },
+    /// Nothing ready; the earliest timer, if any.
+    Empty { wake_at: Option<Instant> },
+    /// The queue is shut down.
+    ShutDown,
+}
+
+/// The key passed to `done` was not being processed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NotInFlight;
+
+/// What `done` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub(crate) worked: Duration,
+    pub(crate) requeued: bool,
+}
+
+impl<K: QueueKey> Core<K> {
+    pub(crate) fn new(max_wait: Duration) -> Self {
+        Self {
+            slots: HashMap::default(),
+            in_flight: HashMap::default(),
+            levels: BTreeMap::new(),
+            timers: BinaryHeap::new(),
+            next_seq: 0,
+            ready: 0,
+            scheduled: 0,
+            stale_ready: 0,
+            stale_timers: 0,
+            max_wait,
+            aged_turn: false,
+            shut_down: false,
+            drain_abandoned: false,
+            dropped: 0,
+        }
+    }
+
+    pub(crate) fn add(&mut self, key: K, priority: Priority, now: Instant) -> Added {
+        if self.shut_down {
+            return Added::Rejected;
+        }
+        if let Some(flight) = self.in_flight.get_mut(&key) {
+            flight.mark_dirty(priority, now);
+            // Running again right after `done` is sooner than any timer.
+            self.cancel_timer(&key);
+            return Added::Dirty;
+        }
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        match self.slots.entry(key) {
+            Entry::Vacant(entry) => {
+                let key = entry.key().clone();
+                entry.insert(Slot {
+                    queued: Some(Queued {
+                        seq,
+                        priority,
+                        since: now,
+                    }),
+                    timer: None,
+                });
+                self.ready += 1;
+                push_ready(&mut self.levels, priority, seq, now, key);
+                Added::Queued
+            }
+            Entry::Occupied(mut entry) => {
+                let slot = entry.get_mut();
+                let (since, added) = match slot.queued {
+                    Some(queued) if queued.priority >= priority => return Added::Deduplicated,
+                    // Raised priority: move to the new level, keeping its age.
+                    Some(queued) => {
+                        self.stale_ready += 1;
+                        (queued.since, Added::Deduplicated)
+                    }
+                    None => {
+                        // Only a timer: ready now is sooner.
+                        slot.timer = None;
+                        self.scheduled -= 1;
+                        self.stale_timers += 1;
+                        self.ready += 1;
+                        (now, Added::Queued)
+                    }
+                };
+                slot.queued = Some(Queued {
+                    seq,
+                    priority,
+                    since,
+                });
+                let key = entry.key().clone();
+                push_ready(&mut self.levels, priority, seq, since, key);
+                self.compact_if_needed();
+                added
+            }
+        }
+    }
+
+    pub(crate) fn add_after(&mut self, key: K, deadline: Instant, now: Instant) -> Scheduled {
+        if self.shut_down {
+            return Scheduled::Rejected;
+        }
+        if deadline <= now {
+            return Scheduled::Now(self.add(key, Priority::NORMAL, now));
+        }
+        if self.in_flight.get(&key).is_some_and(|f| f.dirty.is_some()) {
+            return Scheduled::Deduplicated;
+        }
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let (key, slot) = match self.slots.entry(key) {
+            Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
+            Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
+        };
+        if slot.queued.is_some() {
+            return Scheduled::Deduplicated;
+        }
+        match slot.timer {
+            Some(timer) if timer.deadline <= deadline => return Scheduled::Deduplicated,
+            Some(_) => self.stale_timers += 1,
+            None => self.scheduled += 1,
+        }
+        slot.timer = Some(Timer { seq, deadline });
+        let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
+        self.timers.push(TimerEntry { deadline, seq, key });
+        self.compact_if_needed();
+        Scheduled::Timer { earliest }
+    }
+
+    /// Whether `key` will be handed out without another add: ready, scheduled,
+    /// or dirty while processing.
+    pub(crate) fn is_pending(&self, key: &K) -> bool {
+        self.slots.contains_key(key) || self.in_flight.get(key).is_some_and(|f| f.dirty.is_some())
+    }
+
+    pub(crate) fn next(&mut self, now: Instant) -> Next<K> {
+        if self.shut_down {
+            return Next::ShutDown;
+        }
+        let fired = self.fire_timers(now);
+        let Some((key, queued)) = self.pop_ready(now) else {
+            return Next::Empty {
+                wake_at: self.timers.peek().map(|t| t.deadline),
+            };
+        };
+        self.ready -= 1;
+        self.slots.remove(&key);
+        self.in_flight.insert(
+            key.clone(),
+            InFlight {
+                started: now,
+                dirty: None,
+            },
+        );
+        Next::Key {
+            key,
+            waited: now.saturating_duration_since(queued.since),
+            fired,
+        }
+    }
+
+    pub(crate) fn done(&mut self, key: &K, now: Instant) -> Result<Finished, NotInFlight> {
+        let (key, flight) = self.in_flight.remove_entry(key).ok_or(NotInFlight)?;
+        let worked = now.saturating_duration_since(flight.started);
+        let Some((priority, since)) = flight.dirty else {
+            return Ok(Finished {
+                worked,
+                requeued: false,
+            });
+        };
+        // A dirty key has no slot's `queued` (adds only marked it dirty) and
+        // no timer (marking it dirty cancelled that).
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.slots.insert(
+            key.clone(),
+            Slot {
+                queued: Some(Queued {
+                    seq,
+                    priority,
+                    since,
+                }),
+                timer: None,
+            },
+        );
+        push_ready(&mut self.levels, priority, seq, since, key);
+        self.ready += 1;
+        Ok(Finished {
+            worked,
+            requeued: true,
+        })
+    }
+
+    /// Stops the queue: drops every ready, scheduled and dirty key and returns
+    /// how many were dropped. A second call abandons a pending drain.
+    pub(crate) fn shut_down(&mut self) -> u64 {
+        if self.shut_down {
+            self.drain_abandoned = true;
+            return 0;
+        }
+        self.shut_down = true;
+        let dirty = self
+            .in_flight
+            .values_mut()
+            .filter_map(|f| f.dirty.take())
+            .count();
+        let dropped = (self.ready + self.scheduled + dirty) as u64;
+        self.slots.clear();
+        self.levels.clear();
+        self.timers.clear();
+        (
+            self.ready,
+            self.scheduled,
+            self.stale_ready,
+            self.stale_timers,
+        ) = (0, 0, 0, 0);
+        self.dropped += dropped;
+        dropped
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+
+    /// A drain is over when nothing is in flight, or a later shutdown cut it short.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.in_flight.is_empty() || self.drain_abandoned
+    }
+
+    pub(crate) fn ready_len(&self) -> usize {
+        self.ready
+    }
+
+    pub(crate) fn scheduled_len(&self) -> usize {
+        self.scheduled
+    }
+
+    pub(crate) fn in_flight_len(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Every in-flight key with the time its processing started.
+    pub(crate) fn in_flight(&self) -> impl Iterator<Item = (&K, Instant)> {
+        self.in_flight.iter().map(|(k, f)| (k, f.started))
+    }
+
+    /// Heap entries, live or stale (for tests of compaction).
+    #[cfg(test)]
+    pub(crate) fn timer_entries(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Ready entries, live or stale (for tests of compaction).
+    #[cfg(test)]
+    pub(crate) fn ready_entries(&self) -> usize {
+        self.levels.values().map(VecDeque::len).sum()
+    }
+
+    fn cancel_timer(&mut self, key: &K) {
+        let Some(slot) = self.slots.get_mut(key) else {
+            return;
+        };
+        if slot.timer.take().is_some() {
+            self.scheduled -= 1;
+            self.stale_timers += 1;
+            if slot.queued.is_none() {
+                self.slots.remove(key);
+            }
+        }
+    }
+
+    /// Moves every due timer's key to ready (or marks it dirty when it is in
+    /// flight); returns how many fired.
+    fn fire_timers(&mut self, now: Instant) -> usize {
+        let mut fired = 0;
+        while let Some(top) = self.timers.peek_mut() {
+            if top.deadline > now {
+                break;
+            }
+            let TimerEntry { deadline, seq, key } = PeekMut::pop(top);
+            let Entry::Occupied(mut slot) = self.slots.entry(key) else {
+                self.stale_timers -= 1;
+                continue;
+            };
+            if slot.get().timer.is_none_or(|t| t.seq != seq) {
+                self.stale_timers -= 1;
+                continue;
+            }
+            self.scheduled -= 1;
+            fired += 1;
+            if let Some(flight) = self.in_flight.get_mut(slot.key()) {
+                flight.mark_dirty(Priority::NORMAL, deadline);
+                slot.remove();
+                continue;
+            }
+            self.next_seq += 1;
+            let seq = self.next_seq;
+            let key = slot.key().clone();
+            *slot.get_mut() = Slot {
+                queued: Some(Queued {
+                    seq,
+                    priority: Priority::NORMAL,
+                    since: deadline,
+                }),
+                timer: None,
+            };
+            push_ready(&mut self.levels, Priority::NORMAL, seq, deadline, key);
+            self.ready += 1;
+        }
+        fired
+    }
+
+    /// Pops the next live ready key: the highest priority level's oldest key,
+    /// except that on every other pop a key that has waited longer than
+    /// `max_wait` in a lower level goes first, so low priorities never starve
+    /// yet never take more than half the throughput from fresh changes.
+    fn pop_ready(&mut self, now: Instant) -> Option<(K, Queued)> {
+        loop {
+            let several_levels = self.levels.len() > 1;
+            let level = self.choose_level(now)?;
+            let entries = self.levels.get_mut(&level)?;
+            let entry = entries.pop_front();
+            if entries.is_empty() {
+                self.levels.remove(&level);
+            }
+            let entry = entry?;
+            match self.slots.get(&entry.key).and_then(|s| s.queued) {
+                Some(queued) if queued.seq == entry.seq => {
+                    if several_levels {
+                        self.aged_turn = !self.aged_turn;
+                    }
+                    return Some((entry.key, queued));
+                }
+                _ => self.stale_ready -= 1,
+            }
+        }
+    }
+
+    fn choose_level(&self, now: Instant) -> Option<Priority> {
+        let (&highest, _) = self.levels.last_key_value()?;
+        if !self.aged_turn || self.levels.len() == 1 {
+            return Some(highest);
+        }
+        let aged = self
+            .levels
+            .iter()
+            .filter(|(level, _)| **level != highest)
+            .filter_map(|(level, entries)| entries.front().map(|e| (e.since, *level)))
+            .filter(|(since, _)| now.saturating_duration_since(*since) >= self.max_wait)
+            .min();
+        Some(aged.map_or(highest, |(_, level)| level))
+    }
+
+    fn compact_if_needed(&mut self) {
+        if self.stale_timers > COMPACT_FLOOR && self.stale_timers > self.scheduled {
+            let slots = &self.slots;
+            self.timers.retain(|t| {
+                slots
+                    .get(&t.key)
+                    .and_then(|s| s.timer)
+                    .is_some_and(|timer| timer.seq == t.seq)
+            });
+            self.stale_timers = 0;
+        }
+        if self.stale_ready > COMPACT_FLOOR && self.stale_ready > self.ready {
+            let slots = &self.slots;
+            for entries in self.levels.values_mut() {
+                entries.retain(|e| {
+                    slots
+                        .get(&e.key)
+                        .and_then(|s| s.queued)
+                        .is_some_and(|q| q.seq == e.seq)
+                });
+            }
+            self.levels.retain(|_, entries| !entries.is_empty());
+            self.stale_ready = 0;
+        }
+    }
+}
+
+fn push_ready<K>(
+    levels: &mut BTreeMap<Priority, VecDeque<ReadyEntry<K>>>,
+    priority: Priority,
+    seq: u64,
+    since: Instant,
+    key: K,
+) {
+    levels
+        .entry(priority)
+        .or_default()
+        .push_back(ReadyEntry { seq, since, key });
+}
+
+impl InFlight {
+    fn mark_dirty(&mut self, priority: Priority, now: Instant) {
+        let dirty = self.dirty.get_or_insert((priority, now));
+        dirty.0 = dirty.0.max(priority);
+    }
+}

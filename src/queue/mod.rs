@@ -1,0 +1,424 @@
+//! The work queue: a deduplicating, rate-limited, prioritised queue of keys.
+//!
+//! Keys, not objects, travel through it: a worker takes a key and reads the
+//! latest object from the cache, so however many times a key was added, one
+//! reconcile sees the current state.
+//!
+//! # Invariants
+//!
+//! 1. A key is at most once in the queue. Adding a ready key is a no-op,
+//!    except that a higher priority or an earlier deadline wins.
+//! 2. A key is handed to at most one worker at a time. Adding a key while it
+//!    is processed marks it dirty; it is queued again when the worker calls
+//!    [`done`](WorkQueue::done).
+//! 3. No added key is lost: until shutdown, every add is followed by a
+//!    [`get`](WorkQueue::get) of that key.
+//! 4. Rate limiting delays, never drops. [`forget`](WorkQueue::forget) resets
+//!    a key's failure count.
+//! 5. Shutdown wakes every waiting worker; with drain, it waits for in-flight
+//!    keys.
+//!
+//! # Structure and lock order
+//!
+//! A synchronous core (`core.rs`: plain data, no tokio) sits behind one mutex
+//! (through the loom shim in `sync.rs`); this file is the async shell that
+//! reads tokio's clock, wakes waiters through [`Notify`] and calls the
+//! observer after unlocking. Lock order: the core's mutex, then the rate
+//! limiter's own lock (taken inside [`RateLimiter::when`]). No lock is held
+//! across an `.await`.
+
+mod builder;
+mod core;
+#[cfg(all(test, tend_loom))]
+mod loom_tests;
+mod observer;
+mod priority;
+#[cfg(all(test, not(tend_loom)))]
+mod tests;
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use self::core::{Added, Core, Next, Scheduled};
+use crate::rate_limit::RateLimiter;
+use crate::sync::{Mutex, lock};
+
+pub use self::builder::WorkQueueBuilder;
+pub use self::observer::{InFlightKey, QueueObserver, QueueStats};
+pub use self::priority::Priority;
+
+/// What a queue key must be: cheap to clone, hashable, printable, shareable.
+///
+/// Implemented for every type with those bounds (`String`, `Arc<str>`,
+/// tuples, [`ObjectKey`](crate)-like structs …).
+pub trait QueueKey: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static {}
+
+impl<T: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static> QueueKey for T {}
+
+/// [`WorkQueue::done`] was called for a key no worker holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("key {key} is not being processed")]
+#[non_exhaustive]
+pub struct DoneError {
+    /// The key, formatted with `Debug`.
+    pub key: String,
+}
+
+/// A deduplicating, rate-limited, prioritised queue of keys, shared by the
+/// event handlers that add keys and the workers that process them.
+///
+/// Cloning gives another handle to the same queue.
+///
+/// # Examples
+///
+/// ```
+/// use tend::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let queue = WorkQueue::new();
+/// queue.add("web");
+/// queue.add("web"); // deduplicated
+/// assert_eq!(queue.len(), 1);
+///
+/// let key = queue.get().await.unwrap();
+/// queue.add("web"); // processing: marked dirty, queued again after `done`
+/// queue.done(&key)?;
+/// assert_eq!(queue.len(), 1);
+/// # Ok::<(), tend::DoneError>(()) }
+/// ```
+pub struct WorkQueue<K> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K> {
+    name: String,
+    core: Mutex<Core<K>>,
+    /// Wakes one worker per key that became ready, and all on shutdown.
+    ready: Notify,
+    /// Wakes `shutdown_with_drain` when in-flight work ends or is abandoned.
+    drained: Notify,
+    limiter: Box<dyn RateLimiter<K>>,
+    observer: Arc<dyn QueueObserver>,
+}
+
+impl<K: QueueKey> WorkQueue<K> {
+    /// A queue with the default rate limiter
+    /// ([`default_rate_limiter`](crate::rate_limit::default_rate_limiter)),
+    /// no observer and a 10 s maximum wait for low priorities.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// Configures a queue.
+    pub fn builder() -> WorkQueueBuilder<K> {
+        WorkQueueBuilder::new()
+    }
+
+    /// The queue's name, used in logs and metric labels.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Adds `key` at [`Priority::NORMAL`]. See [`add_prioritized`](Self::add_prioritized).
+    pub fn add(&self, key: K) {
+        self.add_prioritized(key, Priority::NORMAL);
+    }
+
+    /// Adds `key` to be processed as soon as a worker is free.
+    ///
+    /// A key already ready stays once in the queue (at the higher of the two
+    /// priorities); a key being processed is queued again when its worker
+    /// calls [`done`](Self::done); a pending timer for the key is cancelled
+    /// (now is sooner). After shutdown the key is dropped.
+    pub fn add_prioritized(&self, key: K, priority: Priority) {
+        let now = now();
+        let (added, ready) = {
+            let mut core = lock(&self.shared.core);
+            (core.add(key, priority, now), core.ready_len())
+        };
+        self.after_add(added, ready);
+    }
+
+    /// Adds `key` after `delay`. If the key is already due sooner (ready,
+    /// dirty, or scheduled earlier) nothing changes; if it is scheduled later,
+    /// the earlier deadline wins. A zero delay is an immediate
+    /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
+    pub fn add_after(&self, key: K, delay: Duration) {
+        let now = now();
+        let deadline = deadline(now, delay);
+        let (scheduled, ready) = {
+            let mut core = lock(&self.shared.core);
+            (core.add_after(key, deadline, now), core.ready_len())
+        };
+        self.after_schedule(scheduled, ready);
+    }
+
+    /// Adds `key` after the delay its rate limiter gives, recording one more
+    /// failure for it.
+    ///
+    /// A key already pending (ready, scheduled or dirty) is left as it is and
+    /// the rate limiter is not asked, so a deduplicated add never spends a
+    /// token of a shared bucket nor counts as a failure.
+    pub fn add_rate_limited(&self, key: K) {
+        let now = now();
+        let (scheduled, ready) = {
+            let mut core = lock(&self.shared.core);
+            if core.is_shut_down() || core.is_pending(&key) {
+                return;
+            }
+            let delay = self.shared.limiter.when(&key);
+            (
+                core.add_after(key, deadline(now, delay), now),
+                core.ready_len(),
+            )
+        };
+        self.shared.observer.retried();
+        self.after_schedule(scheduled, ready);
+    }
+
+    /// Forgets `key`'s failures: its next rate-limited add starts the backoff
+    /// afresh. Call it when the key was processed successfully.
+    pub fn forget(&self, key: &K) {
+        self.shared.limiter.forget(key);
+    }
+
+    /// How many failures of `key` the rate limiter has on record.
+    #[must_use]
+    pub fn retries(&self, key: &K) -> u32 {
+        self.shared.limiter.retries(key)
+    }
+
+    /// Waits for the next key and hands it to the caller, who must call
+    /// [`done`](Self::done) when finished with it. Returns `None` once the
+    /// queue is shut down.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a key is taken from the queue only in the poll that
+    /// returns it, so dropping the future loses no key.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.shared.ready.notified();
+            tokio::pin!(notified);
+            // Registered before looking, so an add between the look and the
+            // wait still wakes us.
+            notified.as_mut().enable();
+            let now = now();
+            let (next, ready) = {
+                let mut core = lock(&self.shared.core);
+                (core.next(now), core.ready_len())
+            };
+            match next {
+                Next::Key { key, waited, fired } => {
+                    for _ in 0..fired {
+                        self.shared.observer.added();
+                    }
+                    // Timers made more keys ready than this one.
+                    if fired > 0 && ready > 0 {
+                        self.shared.ready.notify_one();
+                    }
+                    self.shared.observer.queued_for(waited);
+                    self.shared.observer.depth(ready);
+                    return Some(key);
+                }
+                Next::ShutDown => return None,
+                Next::Empty { wake_at: None } => notified.await,
+                Next::Empty {
+                    wake_at: Some(deadline),
+                } => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(Instant::from_std(deadline)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the processing of `key`: if it was added meanwhile, it is queued
+    /// again.
+    ///
+    /// # Errors
+    ///
+    /// [`DoneError`] if no worker holds `key` (never handed out, or `done`
+    /// called twice); nothing changes.
+    pub fn done(&self, key: &K) -> Result<(), DoneError> {
+        let now = now();
+        let (finished, ready, drained) = {
+            let mut core = lock(&self.shared.core);
+            let finished = core.done(key, now);
+            let drained = core.is_shut_down() && core.is_drained();
+            (finished, core.ready_len(), drained)
+        };
+        let finished = finished.map_err(|_| DoneError {
+            key: format!("{key:?}"),
+        })?;
+        if finished.requeued {
+            self.shared.ready.notify_one();
+            self.shared.observer.depth(ready);
+        }
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+        self.shared.observer.worked_for(finished.worked);
+        Ok(())
+    }
+
+    /// Shuts the queue down now: every waiting and future [`get`](Self::get)
+    /// returns `None`, ready, scheduled and dirty keys are dropped (and
+    /// counted in [`QueueStats::dropped`]), and later adds are ignored.
+    /// Workers may still call [`done`](Self::done) for keys they hold.
+    ///
+    /// Called while a [`shutdown_with_drain`](Self::shutdown_with_drain) is
+    /// waiting, it cuts that wait short.
+    pub fn shutdown(&self) {
+        let dropped = lock(&self.shared.core).shut_down();
+        self.shared.ready.notify_waiters();
+        self.shared.drained.notify_waiters();
+        if dropped > 0 {
+            self.shared.observer.dropped(dropped);
+            self.shared.observer.depth(0);
+        }
+    }
+
+    /// Shuts the queue down like [`shutdown`](Self::shutdown), then waits
+    /// until every in-flight key is [`done`](Self::done), or until a later
+    /// `shutdown` cuts the wait short.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the shutdown happens on the first poll; dropping the
+    /// future only stops the waiting.
+    pub async fn shutdown_with_drain(&self) {
+        self.shutdown();
+        loop {
+            let notified = self.shared.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if lock(&self.shared.core).is_drained() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    #[must_use]
+    pub fn is_shut_down(&self) -> bool {
+        lock(&self.shared.core).is_shut_down()
+    }
+
+    /// The number of ready keys (not counting scheduled or in-flight ones).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        lock(&self.shared.core).ready_len()
+    }
+
+    /// Whether no key is ready.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sizes of the queue, and the age of its in-flight work.
+    #[must_use]
+    pub fn stats(&self) -> QueueStats {
+        let now = now();
+        let core = lock(&self.shared.core);
+        let ages = core
+            .in_flight()
+            .map(|(_, t)| now.saturating_duration_since(t));
+        let (unfinished_work, longest_running) = ages
+            .fold((Duration::ZERO, None), |(sum, max), age| {
+                (sum + age, Some(max.map_or(age, |m: Duration| m.max(age))))
+            });
+        QueueStats {
+            ready: core.ready_len(),
+            scheduled: core.scheduled_len(),
+            in_flight: core.in_flight_len(),
+            dropped: core.dropped(),
+            unfinished_work,
+            longest_running,
+        }
+    }
+
+    /// Every key held by a worker with its age, oldest first: the "which key
+    /// is stuck" view.
+    #[must_use]
+    pub fn in_flight(&self) -> Vec<InFlightKey<K>> {
+        let now = now();
+        let mut keys: Vec<_> = lock(&self.shared.core)
+            .in_flight()
+            .map(|(key, started)| InFlightKey {
+                key: key.clone(),
+                age: now.saturating_duration_since(started),
+            })
+            .collect();
+        keys.sort_by_key(|k| std::cmp::Reverse(k.age));
+        keys
+    }
+
+    fn after_add(&self, added: Added, ready: usize) {
+        match added {
+            Added::Queued => {
+                self.shared.ready.notify_one();
+                self.shared.observer.added();
+                self.shared.observer.depth(ready);
+            }
+            Added::Dirty => self.shared.observer.added(),
+            Added::Deduplicated | Added::Rejected => {}
+        }
+    }
+
+    fn after_schedule(&self, scheduled: Scheduled, ready: usize) {
+        match scheduled {
+            Scheduled::Now(added) => self.after_add(added, ready),
+            // A worker sleeping until a later deadline must look again.
+            Scheduled::Timer { earliest: true } => self.shared.ready.notify_one(),
+            Scheduled::Timer { earliest: false }
+            | Scheduled::Deduplicated
+            | Scheduled::Rejected => {}
+        }
+    }
+}
+
+/// Tokio's clock (so paused-time tests drive the queue) as a std instant
+/// for the core.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+/// `now + delay`, saturating at about a century rather than overflowing.
+fn deadline(now: std::time::Instant, delay: Duration) -> std::time::Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    now.checked_add(delay.min(FAR)).unwrap_or(now)
+}
+
+impl<K: QueueKey> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K> fmt::Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkQueue")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}

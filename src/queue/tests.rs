@@ -1,0 +1,271 @@
+//! Unit and property tests of the synchronous core, with explicit time.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::Priority;
+use super::core::{Added, Core, Next, Scheduled};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn take(core: &mut Core<u8>, now: Instant) -> Option<u8> {
+    match core.next(now) {
+        Next::Key { key, .. } => Some(key),
+        Next::Empty { .. } | Next::ShutDown => None,
+    }
+}
+
+#[test]
+fn stale_timers_are_compacted_so_memory_follows_live_keys() {
+    let mut core = Core::new(HOUR);
+    let t0 = Instant::now();
+    for round in 0..10_000u32 {
+        // A long timer superseded by an immediate add leaves a stale heap entry.
+        core.add_after(1u8, t0 + HOUR, t0);
+        core.add(1, Priority::NORMAL, t0);
+        assert_eq!(take(&mut core, t0), Some(1), "round {round}");
+        core.done(&1, t0).expect("in flight");
+    }
+    assert!(
+        core.timer_entries() <= 2 * 64 + 2,
+        "{}",
+        core.timer_entries()
+    );
+}
+
+#[test]
+fn re_prioritised_keys_are_compacted() {
+    let mut core = Core::new(HOUR);
+    let t0 = Instant::now();
+    for key in 0..200u8 {
+        core.add(key, Priority::LOW, t0);
+        core.add(key, Priority::HIGH, t0);
+    }
+    // Stale entries never outnumber live ones by more than the floor.
+    assert!(
+        core.ready_entries() <= 2 * 200 + 64 + 1,
+        "{}",
+        core.ready_entries()
+    );
+    assert_eq!(core.ready_len(), 200);
+}
+
+#[test]
+fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
+    let mut core = Core::new(HOUR);
+    let t0 = Instant::now();
+    core.add(7u8, Priority::NORMAL, t0);
+    assert_eq!(take(&mut core, t0), Some(7));
+    let due = t0 + Duration::from_secs(1);
+    assert_eq!(
+        core.add_after(7, due, t0),
+        Scheduled::Timer { earliest: true }
+    );
+    assert!(matches!(core.next(due), Next::Empty { wake_at: None }));
+    assert!(core.done(&7, due).expect("in flight").requeued);
+    assert_eq!(take(&mut core, due), Some(7));
+}
+
+#[test]
+fn adding_to_a_shut_down_core_is_rejected() {
+    let mut core = Core::new(HOUR);
+    let t0 = Instant::now();
+    core.add(1u8, Priority::NORMAL, t0);
+    assert_eq!(core.shut_down(), 1);
+    assert_eq!(core.add(1, Priority::NORMAL, t0), Added::Rejected);
+    assert!(matches!(core.next(t0), Next::ShutDown));
+}
+
+/// One step of a random workload.
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u8, i8),
+    AddAfter(u8, u64),
+    Get,
+    Done(usize),
+    Advance(u64),
+    Shutdown,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..12u8, -1..=1i8).prop_map(|(k, p)| Op::Add(k, p)),
+        2 => (0..12u8, 0..50u64).prop_map(|(k, d)| Op::AddAfter(k, d)),
+        4 => Just(Op::Get),
+        3 => (0..8usize).prop_map(Op::Done),
+        2 => (0..30u64).prop_map(Op::Advance),
+        1 => Just(Op::Shutdown),
+    ]
+}
+
+/// A plainly written reference queue. Orders are relative: a counter stamps
+/// ready entries and timers in the order the core stamps its sequence numbers.
+#[derive(Default)]
+struct Model {
+    ready: Vec<(u8, Priority, u64)>,
+    timers: HashMap<u8, (u64, u64)>,
+    in_flight: HashSet<u8>,
+    dirty: HashMap<u8, Priority>,
+    shut_down: bool,
+    stamp: u64,
+}
+
+impl Model {
+    fn stamp(&mut self) -> u64 {
+        self.stamp += 1;
+        self.stamp
+    }
+
+    fn add(&mut self, key: u8, priority: Priority) {
+        if self.shut_down {
+            return;
+        }
+        if self.in_flight.contains(&key) {
+            let dirty = self.dirty.entry(key).or_insert(priority);
+            *dirty = (*dirty).max(priority);
+            self.timers.remove(&key);
+            return;
+        }
+        self.timers.remove(&key);
+        let stamp = self.stamp();
+        if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
+            if priority > entry.1 {
+                *entry = (key, priority, stamp);
+            }
+        } else {
+            self.ready.push((key, priority, stamp));
+        }
+    }
+
+    fn add_after(&mut self, key: u8, at: u64, now: u64) {
+        if self.shut_down {
+            return;
+        }
+        if at <= now {
+            return self.add(key, Priority::NORMAL);
+        }
+        if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.0 == key) {
+            return;
+        }
+        let stamp = self.stamp();
+        match self.timers.get(&key) {
+            Some(&(deadline, _)) if deadline <= at => {}
+            _ => {
+                self.timers.insert(key, (at, stamp));
+            }
+        }
+    }
+
+    fn fire(&mut self, now: u64) {
+        let mut due: Vec<_> = self
+            .timers
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(k, (at, stamp))| (*at, *stamp, *k))
+            .collect();
+        due.sort_unstable();
+        for (_, _, key) in due {
+            self.timers.remove(&key);
+            self.add(key, Priority::NORMAL);
+        }
+    }
+
+    fn next(&mut self, now: u64) -> Option<u8> {
+        self.fire(now);
+        let best = self
+            .ready
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, e)| (e.1, std::cmp::Reverse(e.2)))?
+            .0;
+        let (key, _, _) = self.ready.remove(best);
+        self.in_flight.insert(key);
+        Some(key)
+    }
+
+    fn done(&mut self, key: u8) {
+        self.in_flight.remove(&key);
+        if let Some(priority) = self.dirty.remove(&key) {
+            self.timers.remove(&key);
+            let stamp = self.stamp();
+            self.ready.push((key, priority, stamp));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The core against the model: same keys handed out in the same order,
+    /// same sizes, and the five invariants checked after every step.
+    #[test]
+    fn core_behaves_like_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut core = Core::new(HOUR);
+        let mut model = Model::default();
+        let mut now = 0u64;
+        let mut held: Vec<u8> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Add(key, p) => {
+                    core.add(key, Priority::new(p), ms(now));
+                    model.add(key, Priority::new(p));
+                }
+                Op::AddAfter(key, delay) => {
+                    core.add_after(key, ms(now + delay), ms(now));
+                    model.add_after(key, now + delay, now);
+                }
+                Op::Get => {
+                    let got = match core.next(ms(now)) {
+                        Next::Key { key, .. } => Some(key),
+                        Next::Empty { .. } | Next::ShutDown => None,
+                    };
+                    let expected = if model.shut_down { None } else { model.next(now) };
+                    prop_assert_eq!(got, expected);
+                    if let Some(key) = got {
+                        // Invariant 2: never handed to two workers at once.
+                        prop_assert!(!held.contains(&key), "{} handed out twice", key);
+                        held.push(key);
+                    }
+                }
+                Op::Done(i) if !held.is_empty() => {
+                    let key = held.remove(i % held.len());
+                    prop_assert!(core.done(&key, ms(now)).is_ok());
+                    model.done(key);
+                }
+                Op::Done(_) => prop_assert!(core.done(&0, ms(now)).is_err()),
+                Op::Advance(d) => now += d,
+                Op::Shutdown => {
+                    core.shut_down();
+                    model.shut_down = true;
+                    model.ready.clear();
+                    model.timers.clear();
+                    model.dirty.clear();
+                }
+            }
+            // Invariant 1: each key at most once; sizes agree with the model.
+            prop_assert_eq!(core.ready_len(), model.ready.len());
+            prop_assert_eq!(core.scheduled_len(), model.timers.len());
+            prop_assert_eq!(core.in_flight_len(), held.len());
+        }
+        // Invariant 3: nothing added is lost. Finish all work, let every
+        // timer fire, and serve until empty: exactly the model's keys come out.
+        if !model.shut_down {
+            for key in held.drain(..) {
+                core.done(&key, ms(now)).expect("in flight");
+                model.done(key);
+            }
+            let later = now + 1_000;
+            loop {
+                let got = take(&mut core, ms(later));
+                prop_assert_eq!(got, model.next(later));
+                let Some(key) = got else { break };
+                core.done(&key, ms(later)).expect("in flight");
+                model.done(key);
+            }
+        }
+    }
+}
