@@ -187,7 +187,7 @@ impl<K: QueueKey> fmt::Debug for ExponentialBackoff<K> {
 /// use std::time::Duration;
 /// use tend::rate_limit::{RateLimiter, TokenBucket};
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let bucket = TokenBucket::new(NonZeroU32::new(10).unwrap(), NonZeroU32::new(2).unwrap());
 /// assert_eq!(bucket.when(&"a"), Duration::ZERO);
 /// assert_eq!(bucket.when(&"b"), Duration::ZERO);

@@ -79,7 +79,7 @@ pub struct DoneError {
 /// ```
 /// use tend::WorkQueue;
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), tend::DoneError> {
 /// let queue = WorkQueue::new();
 /// queue.add("web");
 /// queue.add("web"); // deduplicated
@@ -89,7 +89,7 @@ pub struct DoneError {
 /// queue.add("web"); // processing: marked dirty, queued again after `done`
 /// queue.done(&key)?;
 /// assert_eq!(queue.len(), 1);
-/// # Ok::<(), tend::DoneError>(()) }
+/// # Ok(()) }
 /// ```
 pub struct WorkQueue<K> {
     shared: Arc<Shared<K>>,
