@@ -9,15 +9,30 @@
 //!
 //! The crate is built from small parts, each in its own module:
 //!
+//! - [`Object`] and [`Source`]: what a controller observes and where it
+//!   comes from, with the embedded [`memory`] backend (revisions, optimistic
+//!   concurrency, watch history, compaction, fault injection) and the
+//!   list-only [`poll`] backend.
+//! - [`Informer`]: lists and watches a source, keeps the shared [`Store`]
+//!   cache up to date and delivers [`Event`]s to subscribers.
 //! - [`WorkQueue`]: the deduplicating, rate-limited, prioritised queue of keys
 //!   that every controller runs on.
 //! - [`rate_limit`]: per-key backoff and overall rate limits for retries.
 
+mod informer;
 mod queue;
 pub mod rate_limit;
+mod source;
 mod sync;
 
+pub use informer::{
+    Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,
+};
 pub use queue::{
     DoneError, InFlightKey, Priority, QueueKey, QueueObserver, QueueStats, WorkQueue,
     WorkQueueBuilder,
+};
+pub use source::{
+    BoxError, Change, Object, ObjectKey, Revision, Snapshot, Source, SourceError, WatchStream,
+    memory, poll,
 };

@@ -1,0 +1,3 @@
+//! Informer benchmarks (placeholder).
+
+fn main() {}

@@ -1,0 +1,62 @@
+//! Jittered exponential backoff that resets after a healthy period, and the
+//! ±10 % jitter of the periodic timers.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Reconnect delays: `initial`, doubling up to `max`, each jittered by
+/// ±20 % (never above `max`); back to `initial` once the connection stayed
+/// healthy for `reset_after`.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    initial: Duration,
+    max: Duration,
+    reset_after: Duration,
+    current: Option<Duration>,
+    healthy_since: Option<Instant>,
+    rng: fastrand::Rng,
+}
+
+impl Backoff {
+    pub(crate) fn new(initial: Duration, max: Duration, reset_after: Duration) -> Self {
+        Self {
+            initial,
+            max,
+            reset_after,
+            current: None,
+            healthy_since: None,
+            rng: fastrand::Rng::new(),
+        }
+    }
+
+    /// Notes that a connection (list or watch) just succeeded.
+    pub(crate) fn healthy(&mut self) {
+        if self.healthy_since.is_none() {
+            self.healthy_since = Some(Instant::now());
+        }
+    }
+
+    /// The delay before the next attempt after a failure.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let now = Instant::now();
+        if self
+            .healthy_since
+            .take()
+            .is_some_and(|since| now.duration_since(since) >= self.reset_after)
+        {
+            self.current = None;
+        }
+        let delay = match self.current {
+            None => self.initial,
+            Some(current) => current.saturating_mul(2).min(self.max),
+        };
+        self.current = Some(delay);
+        delay.mul_f64(0.8 + 0.4 * self.rng.f64()).min(self.max)
+    }
+}
+
+/// `period` jittered by ±10 %.
+pub(crate) fn jittered(period: Duration, rng: &mut fastrand::Rng) -> Duration {
+    period.mul_f64(0.9 + 0.2 * rng.f64())
+}

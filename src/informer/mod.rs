@@ -1,0 +1,512 @@
+//! The informer: keeps a local cache of a source up to date and tells
+//! subscribers what changed.
+//!
+//! (The concept is documented on [`Informer`], the public type.)
+
+mod backoff;
+mod dispatch;
+mod stats;
+mod store;
+mod tombstones;
+mod watcher;
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use dispatch::Subscription;
+pub use stats::InformerStats;
+pub use store::{IndexValue, Store};
+
+use self::dispatch::Subscribers;
+use self::stats::Counters;
+use self::store::{IndexFn, TransformFn};
+use crate::source::{Object, Source};
+
+/// What happened to one object, as delivered to subscribers.
+///
+/// Events carry shared `Arc`s: delivering one to several subscribers copies
+/// nothing.
+#[derive(Debug)]
+pub enum Event<O> {
+    /// The object was in the cache when the handler subscribed (or in the
+    /// informer's first list).
+    Initial(Arc<O>),
+    /// The object was created (`old` is `None`) or changed.
+    Applied {
+        /// The state cached before, if any.
+        old: Option<Arc<O>>,
+        /// The new state.
+        new: Arc<O>,
+    },
+    /// The object was deleted; this is its last cached state.
+    Deleted(Arc<O>),
+    /// The periodic resync re-delivers the cached object (nothing changed).
+    Resync(Arc<O>),
+}
+
+impl<O> Event<O> {
+    /// The object this event is about: its new state, or its last state for
+    /// a deletion.
+    #[must_use]
+    pub fn object(&self) -> &Arc<O> {
+        match self {
+            Self::Initial(object) | Self::Deleted(object) | Self::Resync(object) => object,
+            Self::Applied { new, .. } => new,
+        }
+    }
+}
+
+/// Why an informer call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InformerError {
+    /// The cache (or a subscription) did not sync in time.
+    #[error("informer for source `{source_name}` did not sync within {timeout:?}")]
+    SyncTimeout {
+        /// The source's name.
+        source_name: String,
+        /// How long the caller waited.
+        timeout: Duration,
+    },
+    /// [`Store::by_index`] named an index that was never registered.
+    #[error("informer for source `{source_name}` has no index named `{index}`")]
+    UnknownIndex {
+        /// The source's name.
+        source_name: String,
+        /// The index asked for.
+        index: String,
+    },
+    /// [`InformerBuilder::index`] registered two indexes with one name.
+    #[error("informer for source `{source_name}` already has an index named `{index}`")]
+    DuplicateIndex {
+        /// The source's name.
+        source_name: String,
+        /// The repeated name.
+        index: String,
+    },
+    /// A duration setting was zero, or the backoff's initial delay exceeded
+    /// its maximum.
+    #[error("informer for source `{source_name}`: invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The source's name.
+        source_name: String,
+        /// The option's name.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// [`Informer::run`] was called while the informer was already running.
+    #[error("informer for source `{source_name}` is already running")]
+    AlreadyRunning {
+        /// The source's name.
+        source_name: String,
+    },
+}
+
+/// A cheap cloneable handle on an informer.
+///
+/// An [`Informer`] lists its [`Source`], then watches it from the list's
+/// revision, applying every change to its [`Store`] and delivering an
+/// [`Event`] to each subscriber. It is a cheap cloneable handle: several
+/// controllers share one informer (one list and one watch), each with its own
+/// [`Subscription`]. The caller owns the work: [`Informer::run`] drives
+/// everything in the caller's task and returns once cancelled, leaving no
+/// task behind.
+///
+/// # What the informer guarantees
+///
+/// - **After every list the cache equals the source's snapshot.** The first
+///   list is delivered as [`Event::Initial`]; a later list (a *relist*) is
+///   delivered as the differences: [`Event::Applied`] for new and changed
+///   objects, [`Event::Deleted`] for objects that vanished while the informer
+///   was not watching. Objects whose version did not change produce no event
+///   (the resync timer exists to re-deliver them).
+/// - **Never back in time.** A change whose revision is not newer than the
+///   cached object's (a duplicate, a reordered or replayed change) is ignored
+///   and counted in [`InformerStats::stale_ignored`]; so is a re-creation
+///   older than a recent deletion of the same key.
+/// - **Resume, then relist.** When a watch fails or ends, the informer
+///   resumes from the last revision it saw (changes and bookmarks), after a
+///   jittered exponential backoff (800 ms doubling to 30 s; reset once a
+///   connection stayed up for 2 minutes). When the source says the revision
+///   expired, or after several consecutive failed watches
+///   ([`InformerBuilder::max_watch_failures`]), it lists again.
+/// - **Resync** ([`InformerBuilder::resync_every`]): every period (±10 %),
+///   every cached object is delivered again as [`Event::Resync`], without
+///   calling the source. It repairs lost *reconciles*, not lost *events*.
+/// - **Relist** ([`InformerBuilder::relist_every`]): every period (±10 %),
+///   the source is listed again, repairing whatever events the source lost.
+///
+/// # Subscribers
+///
+/// A handler is a synchronous, cheap closure (typically: map the object to
+/// keys and push them into a work queue). Handlers are called one event at a
+/// time, in order, from the informer's task, with no buffer in between. A
+/// handler subscribed after the first list first receives every cached
+/// object as [`Event::Initial`] (inside [`Informer::subscribe`]), then every
+/// later event: nothing lost, nothing twice. A handler must not call
+/// [`Informer::subscribe`] or drop a [`Subscription`] (that would deadlock);
+/// it may read the store. A panicking handler panics [`Informer::run`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{Event, Informer, Object, Revision};
+/// use tokio_util::sync::CancellationToken;
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Light { room: String, on: bool, version: Revision }
+///
+/// impl Object for Light {
+///     type Key = String;
+///     fn key(&self) -> String { self.room.clone() }
+///     fn version(&self) -> Revision { self.version }
+///     fn set_version(&mut self, version: Revision) { self.version = version; }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let lights = MemoryStore::new("lights");
+/// lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO })?;
+///
+/// let informer = Informer::builder(lights.clone()).build()?;
+/// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+/// let sink = seen.clone();
+/// let _subscription = informer.subscribe(move |event: &Event<Light>| {
+///     sink.lock().unwrap().push(event.object().room.clone());
+/// });
+///
+/// let cancel = CancellationToken::new();
+/// let run = tokio::spawn({
+///     let (informer, cancel) = (informer.clone(), cancel.clone());
+///     async move { informer.run(cancel).await }
+/// });
+/// informer.wait_synced(Duration::from_secs(5)).await?;
+/// assert!(informer.store().get(&"hall".to_string()).is_some());
+///
+/// cancel.cancel();
+/// run.await??;
+/// assert_eq!(*seen.lock().unwrap(), ["hall"]);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Informer<O: Object> {
+    shared: Arc<Shared<O>>,
+}
+
+/// What every handle of one informer shares.
+struct Shared<O: Object> {
+    source: Arc<dyn Source<Object = O>>,
+    name: Arc<str>,
+    store: store::Store<O>,
+    subscribers: Arc<Subscribers<O>>,
+    options: Options,
+    transform: Option<TransformFn<O>>,
+    counters: Counters,
+    running: AtomicBool,
+}
+
+/// Timers and backoff settings, validated by [`InformerBuilder::build`].
+#[derive(Debug, Clone)]
+struct Options {
+    resync: Option<Duration>,
+    relist: Option<Duration>,
+    backoff_initial: Duration,
+    backoff_max: Duration,
+    backoff_reset_after: Duration,
+    max_watch_failures: NonZeroU32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            resync: None,
+            relist: None,
+            backoff_initial: Duration::from_millis(800),
+            backoff_max: Duration::from_secs(30),
+            backoff_reset_after: Duration::from_secs(120),
+            max_watch_failures: NonZeroU32::new(5).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+}
+
+impl<O: Object> Clone for Informer<O> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<O: Object> fmt::Debug for Informer<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Informer")
+            .field("source", &self.shared.name)
+            .field("options", &self.shared.options)
+            .field("running", &self.shared.running.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O: Object> Informer<O> {
+    /// Starts configuring an informer over `source`.
+    pub fn builder(source: impl Source<Object = O>) -> InformerBuilder<O> {
+        InformerBuilder::new(Arc::new(source))
+    }
+
+    /// Starts configuring an informer over a shared source.
+    pub fn builder_from_arc(source: Arc<dyn Source<Object = O>>) -> InformerBuilder<O> {
+        InformerBuilder::new(source)
+    }
+
+    /// The source's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// A read handle on the cache.
+    #[must_use]
+    pub fn store(&self) -> Store<O> {
+        self.shared.store.clone()
+    }
+
+    /// Registers `handler` for every event from now on.
+    ///
+    /// If the informer has already listed, `handler` first receives every
+    /// cached object as [`Event::Initial`] — synchronously, before this call
+    /// returns — then every later event. Otherwise it receives the first list
+    /// as [`Event::Initial`]. Dropping the returned [`Subscription`]
+    /// unsubscribes.
+    ///
+    /// Must not be called from inside a handler (that would deadlock).
+    pub fn subscribe<F>(&self, handler: F) -> Subscription<O>
+    where
+        F: FnMut(&Event<O>) + Send + 'static,
+    {
+        let id = self
+            .shared
+            .subscribers
+            .add(&self.shared.store, Box::new(handler));
+        Subscription::new(
+            id,
+            Arc::clone(&self.shared.subscribers),
+            self.shared.store.clone(),
+        )
+    }
+
+    /// Whether the first full list has been applied.
+    #[must_use]
+    pub fn is_synced(&self) -> bool {
+        self.shared.store.is_synced()
+    }
+
+    /// Waits until the first full list has been applied.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::SyncTimeout`], naming the source, when that did not
+    /// happen within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), InformerError> {
+        self.shared.store.wait_synced(timeout).await
+    }
+
+    /// The informer's counters now.
+    #[must_use]
+    pub fn stats(&self) -> InformerStats {
+        self.shared.counters.snapshot(self.shared.store.len())
+    }
+
+    /// Lists and watches the source, keeping the cache up to date, until
+    /// `cancel` is cancelled.
+    ///
+    /// Everything runs inside the returned future: no task is spawned, so
+    /// when it returns all work has stopped. Source errors are retried (see
+    /// the [`Informer`] docs), never returned. After it returns, `run` may
+    /// be called again: the informer relists and carries on from its cache.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyRunning`] when another `run` of this informer
+    /// is in progress.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops the informer between two
+    /// changes, with the cache consistent.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
+        if self.shared.running.swap(true, Ordering::AcqRel) {
+            return Err(InformerError::AlreadyRunning {
+                source_name: self.shared.name.to_string(),
+            });
+        }
+        let _running = RunningGuard(&self.shared.running);
+        let span = tracing::info_span!("informer", source = %self.shared.name);
+        watcher::Runner::new(&self.shared)
+            .run(cancel)
+            .instrument(span)
+            .await;
+        Ok(())
+    }
+}
+
+/// Clears the running flag when `run` returns or is dropped.
+struct RunningGuard<'a>(&'a AtomicBool);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Configures an [`Informer`]; created by [`Informer::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct InformerBuilder<O: Object> {
+    source: Arc<dyn Source<Object = O>>,
+    options: Options,
+    indexes: Vec<(Arc<str>, IndexFn<O>)>,
+    transform: Option<TransformFn<O>>,
+}
+
+impl<O: Object> fmt::Debug for InformerBuilder<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let indexes: Vec<&str> = self.indexes.iter().map(|(name, _)| &**name).collect();
+        f.debug_struct("InformerBuilder")
+            .field("source", &self.source.name())
+            .field("options", &self.options)
+            .field("indexes", &indexes)
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+impl<O: Object> InformerBuilder<O> {
+    fn new(source: Arc<dyn Source<Object = O>>) -> Self {
+        Self {
+            source,
+            options: Options::default(),
+            indexes: Vec::new(),
+            transform: None,
+        }
+    }
+
+    /// Re-delivers every cached object as [`Event::Resync`] every `period`
+    /// (±10 %), without calling the source. Off by default.
+    pub fn resync_every(mut self, period: Duration) -> Self {
+        self.options.resync = Some(period);
+        self
+    }
+
+    /// Lists the source again every `period` (±10 %) while watching, to
+    /// repair events the source lost. Off by default.
+    pub fn relist_every(mut self, period: Duration) -> Self {
+        self.options.relist = Some(period);
+        self
+    }
+
+    /// Sets the reconnect backoff: `initial` doubling up to `max` (each
+    /// jittered), reset once a connection stayed healthy for `reset_after`.
+    /// Defaults: 800 ms, 30 s, 2 minutes.
+    pub fn backoff(mut self, initial: Duration, max: Duration, reset_after: Duration) -> Self {
+        self.options.backoff_initial = initial;
+        self.options.backoff_max = max;
+        self.options.backoff_reset_after = reset_after;
+        self
+    }
+
+    /// Lists again after this many consecutive watches that failed before
+    /// delivering anything. Default: 5.
+    pub fn max_watch_failures(mut self, failures: NonZeroU32) -> Self {
+        self.options.max_watch_failures = failures;
+        self
+    }
+
+    /// Applies `transform` to every object before caching it (e.g. to strip
+    /// fields and save memory). It must keep the key and the version.
+    pub fn transform<F>(mut self, transform: F) -> Self
+    where
+        F: Fn(O) -> O + Send + Sync + 'static,
+    {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Registers an index named `name`: `function` returns the values an
+    /// object is filed under (any number), queried with [`Store::by_index`].
+    pub fn index<F>(mut self, name: impl Into<Arc<str>>, function: F) -> Self
+    where
+        F: Fn(&O) -> Vec<IndexValue> + Send + Sync + 'static,
+    {
+        self.indexes.push((name.into(), Arc::new(function)));
+        self
+    }
+
+    /// Builds the informer (it does nothing until [`Informer::run`]).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::DuplicateIndex`] when two indexes share a name;
+    /// [`InformerError::InvalidOption`] when a period or backoff delay is
+    /// zero, or the initial backoff exceeds the maximum.
+    pub fn build(self) -> Result<Informer<O>, InformerError> {
+        let name: Arc<str> = self.source.name().into();
+        self.validate(&name)?;
+        let store = store::Store::new(Arc::clone(&name), self.indexes);
+        Ok(Informer {
+            shared: Arc::new(Shared {
+                source: self.source,
+                name,
+                store,
+                subscribers: Arc::new(Subscribers::new()),
+                options: self.options,
+                transform: self.transform,
+                counters: Counters::default(),
+                running: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    fn validate(&self, name: &Arc<str>) -> Result<(), InformerError> {
+        let invalid = |option, reason| InformerError::InvalidOption {
+            source_name: name.to_string(),
+            option,
+            reason,
+        };
+        let options = &self.options;
+        let zero = "must be greater than zero";
+        if options.resync.is_some_and(|period| period.is_zero()) {
+            return Err(invalid("resync_every", zero));
+        }
+        if options.relist.is_some_and(|period| period.is_zero()) {
+            return Err(invalid("relist_every", zero));
+        }
+        if options.backoff_initial.is_zero() || options.backoff_reset_after.is_zero() {
+            return Err(invalid("backoff", zero));
+        }
+        if options.backoff_initial > options.backoff_max {
+            return Err(invalid("backoff", "the initial delay exceeds the maximum"));
+        }
+        for (position, (index, _)) in self.indexes.iter().enumerate() {
+            if self.indexes[..position]
+                .iter()
+                .any(|(other, _)| other == index)
+            {
+                return Err(InformerError::DuplicateIndex {
+                    source_name: name.to_string(),
+                    index: index.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

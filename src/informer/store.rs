@@ -1,0 +1,386 @@
+//! The shared cache: one writer (the informer) and many cheap read handles.
+//!
+//! # Invariants
+//!
+//! - An object and its index entries change together, under one write lock:
+//!   readers never see one without the other.
+//! - For every index, a key is listed under a value if and only if the index
+//!   function returns that value for the cached object with that key.
+//! - A relist builds the new cache beside the old one and swaps it in under
+//!   the write lock: readers see the old cache or the new one, never a mix.
+//!
+//! # Lock order
+//!
+//! The informer's subscriber lock, then this cache's lock. Readers take only
+//! the cache's lock, briefly; no lock is held across an `.await`.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use super::{Event, InformerError};
+use crate::source::{Object, Revision};
+
+/// A value an index files objects under (e.g. an owner's name).
+pub type IndexValue = String;
+
+/// A user index function: the values an object is filed under.
+pub(crate) type IndexFn<O> = Arc<dyn Fn(&O) -> Vec<IndexValue> + Send + Sync>;
+
+/// A transform applied to every object before it is cached.
+pub(crate) type TransformFn<O> = Arc<dyn Fn(O) -> O + Send + Sync>;
+
+/// A read handle on an informer's cache; cheap to clone.
+///
+/// Values are shared `Arc`s: reading never copies an object. Everything a
+/// reader sees is a state the source was in (never a half-applied change),
+/// though possibly an older one than the source's current state.
+pub struct Store<O: Object> {
+    shared: Arc<StoreShared<O>>,
+}
+
+struct StoreShared<O: Object> {
+    name: Arc<str>,
+    index_names: Vec<Arc<str>>,
+    index_fns: Vec<IndexFn<O>>,
+    cache: RwLock<Cache<O>>,
+    synced: watch::Sender<bool>,
+}
+
+/// The cached objects and their index entries.
+pub(crate) struct Cache<O: Object> {
+    objects: HashMap<O::Key, Arc<O>>,
+    /// One map per index, in registration order.
+    indexes: Vec<HashMap<IndexValue, HashSet<O::Key>>>,
+}
+
+/// What [`Store::apply`] did.
+pub(crate) enum Applied<O> {
+    /// The object replaced this one (or was new).
+    Stored(Option<Arc<O>>),
+    /// The cached object is as new or newer: nothing changed.
+    Stale,
+}
+
+/// What [`Store::remove`] did.
+pub(crate) enum Removed<O> {
+    /// The object was removed.
+    Gone(Arc<O>),
+    /// The cached object is newer than the deletion: nothing changed.
+    Stale,
+    /// Nothing was cached under the key.
+    Absent,
+}
+
+impl<O: Object> Clone for Store<O> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<O: Object> fmt::Debug for Store<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("source", &self.shared.name)
+            .field("len", &self.len())
+            .field("indexes", &self.shared.index_names)
+            .field("synced", &self.is_synced())
+            .finish()
+    }
+}
+
+impl<O: Object> Store<O> {
+    pub(crate) fn new(name: Arc<str>, indexes: Vec<(Arc<str>, IndexFn<O>)>) -> Self {
+        let (index_names, index_fns): (Vec<_>, Vec<_>) = indexes.into_iter().unzip();
+        let cache = Cache::empty(index_fns.len());
+        let (synced, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(StoreShared {
+                name,
+                index_names,
+                index_fns,
+                cache: RwLock::new(cache),
+                synced,
+            }),
+        }
+    }
+
+    /// The name of the source this cache mirrors.
+    #[must_use]
+    pub fn source_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The cached object with this key.
+    #[must_use]
+    pub fn get(&self, key: &O::Key) -> Option<Arc<O>> {
+        self.shared.cache.read().objects.get(key).cloned()
+    }
+
+    /// Every cached object, in no particular order.
+    #[must_use]
+    pub fn list(&self) -> Vec<Arc<O>> {
+        self.shared.cache.read().objects.values().cloned().collect()
+    }
+
+    /// The number of cached objects.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.shared.cache.read().objects.len()
+    }
+
+    /// Whether the cache holds no object.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The names of the indexes, in registration order.
+    #[must_use]
+    pub fn index_names(&self) -> Vec<&str> {
+        self.shared.index_names.iter().map(AsRef::as_ref).collect()
+    }
+
+    /// Every cached object that index `index` files under `value`.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::UnknownIndex`] when no index named `index` was
+    /// registered.
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<O>>, InformerError> {
+        let position = self.index_position(index)?;
+        let cache = self.shared.cache.read();
+        let Some(keys) = cache.indexes[position].get(value) else {
+            return Ok(Vec::new());
+        };
+        Ok(keys
+            .iter()
+            .filter_map(|key| cache.objects.get(key).cloned())
+            .collect())
+    }
+
+    /// The keys that index `index` files under `value`.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::UnknownIndex`] when no index named `index` was
+    /// registered.
+    pub fn keys_by_index(&self, index: &str, value: &str) -> Result<Vec<O::Key>, InformerError> {
+        let position = self.index_position(index)?;
+        let cache = self.shared.cache.read();
+        Ok(cache.indexes[position]
+            .get(value)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// Whether the first full list has been applied.
+    #[must_use]
+    pub fn is_synced(&self) -> bool {
+        *self.shared.synced.borrow()
+    }
+
+    /// Waits until the first full list has been applied.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::SyncTimeout`], naming the source, when that did not
+    /// happen within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), InformerError> {
+        let mut synced = self.shared.synced.subscribe();
+        match tokio::time::timeout(timeout, synced.wait_for(|synced| *synced)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(InformerError::SyncTimeout {
+                source_name: self.shared.name.to_string(),
+                timeout,
+            }),
+        }
+    }
+
+    fn index_position(&self, index: &str) -> Result<usize, InformerError> {
+        self.shared
+            .index_names
+            .iter()
+            .position(|name| &**name == index)
+            .ok_or_else(|| InformerError::UnknownIndex {
+                source_name: self.shared.name.to_string(),
+                index: index.to_owned(),
+            })
+    }
+
+    // ----- the writer's side (crate-private, used by the informer only) -----
+
+    pub(crate) fn mark_synced(&self) {
+        self.shared
+            .synced
+            .send_if_modified(|synced| !std::mem::replace(synced, true));
+    }
+
+    /// Caches `object` unless the cached one is as new or newer.
+    pub(crate) fn apply(&self, key: O::Key, object: Arc<O>) -> Applied<O> {
+        let shared = &*self.shared;
+        let mut cache = shared.cache.write();
+        if let Some(cached) = cache.objects.get(&key) {
+            if cached.version() >= object.version() {
+                return Applied::Stale;
+            }
+        }
+        let old = if shared.index_fns.is_empty() {
+            cache.objects.insert(key, object)
+        } else {
+            let old = cache.objects.insert(key.clone(), Arc::clone(&object));
+            cache.reindex(&shared.index_fns, &key, old.as_deref(), Some(&object));
+            old
+        };
+        Applied::Stored(old)
+    }
+
+    /// Removes the object cached under `key` unless it is newer than
+    /// `revision`.
+    pub(crate) fn remove(&self, key: &O::Key, revision: Revision) -> Removed<O> {
+        let shared = &*self.shared;
+        let mut cache = shared.cache.write();
+        match cache.objects.get(key) {
+            None => return Removed::Absent,
+            Some(cached) if cached.version() > revision => return Removed::Stale,
+            Some(_) => {}
+        }
+        let Some(old) = cache.objects.remove(key) else {
+            return Removed::Absent;
+        };
+        if !shared.index_fns.is_empty() {
+            cache.reindex(&shared.index_fns, key, Some(&old), None);
+        }
+        Removed::Gone(old)
+    }
+
+    /// Replaces the whole cache with `listed` (after `transform`), returning
+    /// the events that turn the old cache into the new one (when
+    /// `with_events`) and the number of listed objects older than their
+    /// cached state (those keep the cached state).
+    ///
+    /// The new cache is built beside the old one under a read lock (readers
+    /// keep reading), then swapped in under the write lock. The old cache is
+    /// dropped by the caller, outside every lock.
+    pub(crate) fn replace(
+        &self,
+        listed: Vec<O>,
+        transform: Option<&TransformFn<O>>,
+        initial: bool,
+        with_events: bool,
+    ) -> Replaced<O> {
+        let shared = &*self.shared;
+        let mut events = Vec::new();
+        let mut stale = 0;
+        let mut fresh = Cache::with_capacity(shared.index_fns.len(), listed.len());
+        {
+            let old = shared.cache.read();
+            for object in listed {
+                let object = match transform {
+                    Some(transform) => transform(object),
+                    None => object,
+                };
+                let key = object.key();
+                let kept = match old.objects.get(&key) {
+                    Some(cached) if cached.version() == object.version() => Arc::clone(cached),
+                    Some(cached) if cached.version() > object.version() => {
+                        stale += 1;
+                        Arc::clone(cached)
+                    }
+                    cached => {
+                        let new = Arc::new(object);
+                        if with_events {
+                            events.push(match (initial, cached) {
+                                (true, _) => Event::Initial(Arc::clone(&new)),
+                                (false, old) => Event::Applied {
+                                    old: old.cloned(),
+                                    new: Arc::clone(&new),
+                                },
+                            });
+                        }
+                        new
+                    }
+                };
+                fresh.objects.insert(key, kept);
+            }
+            if with_events {
+                for (key, object) in &old.objects {
+                    if !fresh.objects.contains_key(key) {
+                        events.push(Event::Deleted(Arc::clone(object)));
+                    }
+                }
+            }
+        }
+        fresh.index_all(&shared.index_fns);
+        let old = std::mem::replace(&mut *shared.cache.write(), fresh);
+        Replaced { events, stale, old }
+    }
+
+    /// A list of every cached object, for resyncs and late subscribers.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<O>> {
+        self.list()
+    }
+}
+
+/// The outcome of [`Store::replace`].
+pub(crate) struct Replaced<O: Object> {
+    pub(crate) events: Vec<Event<O>>,
+    pub(crate) stale: u64,
+    /// The replaced cache, to drop outside every lock.
+    pub(crate) old: Cache<O>,
+}
+
+impl<O: Object> Cache<O> {
+    fn empty(indexes: usize) -> Self {
+        Self::with_capacity(indexes, 0)
+    }
+
+    fn with_capacity(indexes: usize, objects: usize) -> Self {
+        Self {
+            objects: HashMap::with_capacity(objects),
+            indexes: (0..indexes).map(|_| HashMap::new()).collect(),
+        }
+    }
+
+    /// Moves `key`'s entries from `old`'s index values to `new`'s.
+    fn reindex(&mut self, fns: &[IndexFn<O>], key: &O::Key, old: Option<&O>, new: Option<&O>) {
+        for (index, function) in self.indexes.iter_mut().zip(fns) {
+            let old_values = old.map(|object| function(object)).unwrap_or_default();
+            let new_values = new.map(|object| function(object)).unwrap_or_default();
+            if old_values == new_values {
+                continue;
+            }
+            for value in &old_values {
+                if let Some(keys) = index.get_mut(value) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        index.remove(value);
+                    }
+                }
+            }
+            for value in new_values {
+                index.entry(value).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    fn index_all(&mut self, fns: &[IndexFn<O>]) {
+        for (index, function) in self.indexes.iter_mut().zip(fns) {
+            for (key, object) in &self.objects {
+                for value in function(object) {
+                    index.entry(value).or_default().insert(key.clone());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! The informer's engine: a state machine (list → watch → back off → …)
+//! driven in the caller's task, one small function per transition.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::{Backoff, jittered};
+use super::stats::Counters;
+use super::store::{Applied, Removed, Replaced};
+use super::tombstones::Tombstones;
+use super::{Event, Shared};
+use crate::source::{Change, Object, Revision, Snapshot, SourceError, WatchStream, error_chain};
+
+/// Changes applied in one go when the stream has them ready, before the loop
+/// looks at cancellation and timers again.
+const BATCH: usize = 1024;
+
+/// Where the informer is.
+enum State<O: Object> {
+    /// Must list.
+    List,
+    /// Must open a watch from the last seen revision (`resume`: not the
+    /// first watch after a list).
+    Connect { resume: bool },
+    /// Watching; `progressed` once the stream delivered something.
+    Watching {
+        stream: WatchStream<O>,
+        progressed: bool,
+    },
+    /// Waiting after a failure.
+    Backoff { until: Instant, then: Retry },
+}
+
+/// What to do after a backoff.
+#[derive(Debug, Clone, Copy)]
+enum Retry {
+    List,
+    Connect,
+}
+
+/// One run of an informer.
+pub(super) struct Runner<'a, O: Object> {
+    shared: &'a Shared<O>,
+    /// The latest revision seen: where the next watch starts.
+    revision: Revision,
+    backoff: Backoff,
+    /// Consecutive watches that failed without delivering anything.
+    failures: u32,
+    tombstones: Tombstones<O::Key>,
+    rng: fastrand::Rng,
+    resync_at: Option<Instant>,
+    relist_at: Option<Instant>,
+}
+
+impl<'a, O: Object> Runner<'a, O> {
+    pub(super) fn new(shared: &'a Shared<O>) -> Self {
+        let options = &shared.options;
+        Self {
+            shared,
+            revision: Revision::ZERO,
+            backoff: Backoff::new(
+                options.backoff_initial,
+                options.backoff_max,
+                options.backoff_reset_after,
+            ),
+            failures: 0,
+            tombstones: Tombstones::new(),
+            rng: fastrand::Rng::new(),
+            resync_at: None,
+            relist_at: None,
+        }
+    }
+
+    /// Runs until `cancel` fires.
+    pub(super) async fn run(mut self, cancel: CancellationToken) {
+        let mut state = State::List;
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let timer = sleep_until(Instant::now());
+        tokio::pin!(timer);
+        loop {
+            let deadline = self.next_deadline(&state);
+            if let Some(deadline) = deadline {
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
+                }
+            }
+            tokio::select! {
+                biased;
+                () = &mut cancelled => break,
+                () = &mut timer, if deadline.is_some() => self.on_timer(&mut state),
+                next = self.advance(&mut state) => {
+                    if let Some(next) = next {
+                        state = next;
+                    }
+                }
+            }
+        }
+        tracing::debug!("informer stopped");
+    }
+
+    /// The next timer deadline; timers only interrupt watching and backing
+    /// off (an interrupted list would have to start over).
+    fn next_deadline(&self, state: &State<O>) -> Option<Instant> {
+        match state {
+            State::Watching { .. } => match (self.resync_at, self.relist_at) {
+                (Some(resync), Some(relist)) => Some(resync.min(relist)),
+                (resync, relist) => resync.or(relist),
+            },
+            State::Backoff { .. } => self.resync_at,
+            State::List | State::Connect { .. } => None,
+        }
+    }
+
+    fn on_timer(&mut self, state: &mut State<O>) {
+        let now = Instant::now();
+        if self.resync_at.is_some_and(|at| at <= now) {
+            self.resync();
+            self.resync_at = self
+                .shared
+                .options
+                .resync
+                .map(|period| now + jittered(period, &mut self.rng));
+        }
+        if self.relist_at.is_some_and(|at| at <= now) && matches!(state, State::Watching { .. }) {
+            tracing::debug!("relist timer fired");
+            self.relist_at = None;
+            *state = State::List;
+        }
+    }
+
+    /// Runs the current state's step; `Some` is the next state.
+    async fn advance(&mut self, state: &mut State<O>) -> Option<State<O>> {
+        match state {
+            State::List => Some(self.list().await),
+            State::Connect { resume } => Some(self.connect(*resume).await),
+            State::Backoff { until, then } => {
+                sleep_until(*until).await;
+                Some(match then {
+                    Retry::List => State::List,
+                    Retry::Connect => State::Connect { resume: true },
+                })
+            }
+            State::Watching { stream, progressed } => self.watch(stream, progressed).await,
+        }
+    }
+
+    async fn list(&mut self) -> State<O> {
+        let counters = &self.shared.counters;
+        Counters::bump(&counters.lists);
+        let initial = !self.shared.store.is_synced();
+        if !initial {
+            Counters::bump(&counters.relists);
+        }
+        match self.shared.source.list().await {
+            Ok(snapshot) => {
+                self.apply_list(snapshot, initial);
+                self.backoff.healthy();
+                self.failures = 0;
+                State::Connect { resume: false }
+            }
+            Err(error) => {
+                let delay = self.backoff.next_delay();
+                tracing::warn!(error = %error_chain(&error), ?delay, "list failed; backing off");
+                State::Backoff {
+                    until: Instant::now() + delay,
+                    then: Retry::List,
+                }
+            }
+        }
+    }
+
+    async fn connect(&mut self, resume: bool) -> State<O> {
+        match self.shared.source.watch(self.revision).await {
+            Ok(stream) => {
+                if resume {
+                    Counters::bump(&self.shared.counters.watch_restarts);
+                }
+                tracing::debug!(revision = %self.revision, resume, "watching");
+                self.backoff.healthy();
+                self.tombstones.clear();
+                State::Watching {
+                    stream,
+                    progressed: false,
+                }
+            }
+            Err(error) => self.watch_failed(&error),
+        }
+    }
+
+    async fn watch(
+        &mut self,
+        stream: &mut WatchStream<O>,
+        progressed: &mut bool,
+    ) -> Option<State<O>> {
+        let first = stream.next().await;
+        let Some(Ok(change)) = first else {
+            return Some(self.watch_over(first, *progressed));
+        };
+        *progressed = true;
+        self.failures = 0;
+        self.apply(change);
+        for _ in 1..BATCH {
+            match stream.next().now_or_never() {
+                None => break,
+                Some(Some(Ok(change))) => self.apply(change),
+                Some(other) => return Some(self.watch_over(other, true)),
+            }
+        }
+        // Let other tasks on this thread run while catching up.
+        tokio::task::consume_budget().await;
+        None
+    }
+
+    /// The stream failed or ended.
+    fn watch_over(
+        &mut self,
+        item: Option<Result<Change<O>, SourceError>>,
+        progressed: bool,
+    ) -> State<O> {
+        match item {
+            None if progressed => {
+                tracing::debug!(revision = %self.revision, "watch ended; resuming");
+                State::Connect { resume: true }
+            }
+            None => self.watch_failed(&SourceError::unavailable(
+                "watch ended without delivering anything",
+            )),
+            Some(Err(error)) => self.watch_failed(&error),
+            Some(Ok(_)) => State::Connect { resume: true },
+        }
+    }
+
+    fn watch_failed(&mut self, error: &SourceError) -> State<O> {
+        if error.is_expired() {
+            tracing::info!(error = %error_chain(error), "watch expired; relisting");
+            return State::List;
+        }
+        self.failures += 1;
+        let then = if self.failures >= self.shared.options.max_watch_failures.get() {
+            self.failures = 0;
+            Retry::List
+        } else {
+            Retry::Connect
+        };
+        let delay = self.backoff.next_delay();
+        tracing::warn!(error = %error_chain(error), ?delay, relist = matches!(then, Retry::List), "watch failed; backing off");
+        State::Backoff {
+            until: Instant::now() + delay,
+            then,
+        }
+    }
+
+    fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) {
+        let shared = self.shared;
+        let count = snapshot.objects.len();
+        let mut subscribers = shared.subscribers.lock();
+        let with_events = !subscribers.is_empty();
+        let replaced = shared.store.replace(
+            snapshot.objects,
+            shared.transform.as_ref(),
+            initial,
+            with_events,
+        );
+        for event in &replaced.events {
+            subscribers.deliver(event);
+        }
+        shared.store.mark_synced();
+        drop(subscribers);
+        let Replaced { events, stale, old } = replaced;
+        Counters::add(&shared.counters.stale_ignored, stale);
+        let changes = events.len();
+        // The old cache and the events are freed outside every lock.
+        drop((events, old));
+        self.revision = snapshot.revision;
+        shared.counters.revision.store(
+            snapshot.revision.get(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.tombstones.clear();
+        let now = Instant::now();
+        self.relist_at = shared
+            .options
+            .relist
+            .map(|period| now + jittered(period, &mut self.rng));
+        if self.resync_at.is_none() {
+            self.resync_at = shared
+                .options
+                .resync
+                .map(|period| now + jittered(period, &mut self.rng));
+        }
+        tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
+    }
+
+    fn apply(&mut self, change: Change<O>) {
+        match change {
+            Change::Applied(object) => self.apply_object(object),
+            Change::Deleted { key, revision } => self.apply_delete(key, revision),
+            Change::Bookmark(revision) => self.advance_revision(revision),
+        }
+    }
+
+    fn apply_object(&mut self, object: O) {
+        let shared = self.shared;
+        let object = match &shared.transform {
+            Some(transform) => transform(object),
+            None => object,
+        };
+        let version = object.version();
+        self.advance_revision(version);
+        let key = object.key();
+        if self.tombstones.covers(&key, version) {
+            Counters::bump(&shared.counters.stale_ignored);
+            return;
+        }
+        self.tombstones.forget(&key);
+        let new = Arc::new(object);
+        let mut subscribers = shared.subscribers.lock();
+        match shared.store.apply(key, Arc::clone(&new)) {
+            Applied::Stale => {
+                drop(subscribers);
+                Counters::bump(&shared.counters.stale_ignored);
+            }
+            Applied::Stored(old) => {
+                let event = Event::Applied { old, new };
+                subscribers.deliver(&event);
+                drop(subscribers);
+                Counters::bump(&shared.counters.events_applied);
+            }
+        }
+    }
+
+    fn apply_delete(&mut self, key: O::Key, revision: Revision) {
+        let shared = self.shared;
+        self.advance_revision(revision);
+        let mut subscribers = shared.subscribers.lock();
+        match shared.store.remove(&key, revision) {
+            Removed::Gone(old) => {
+                let event = Event::Deleted(old);
+                subscribers.deliver(&event);
+                drop(subscribers);
+                Counters::bump(&shared.counters.events_applied);
+            }
+            Removed::Stale => {
+                drop(subscribers);
+                Counters::bump(&shared.counters.stale_ignored);
+                return;
+            }
+            Removed::Absent => {
+                drop(subscribers);
+                if self.tombstones.covers(&key, revision) {
+                    Counters::bump(&shared.counters.stale_ignored);
+                    return;
+                }
+            }
+        }
+        self.tombstones.insert(key, revision);
+    }
+
+    fn advance_revision(&mut self, revision: Revision) {
+        if revision > self.revision {
+            self.revision = revision;
+            self.shared
+                .counters
+                .revision
+                .store(revision.get(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn resync(&mut self) {
+        let shared = self.shared;
+        let mut subscribers = shared.subscribers.lock();
+        Counters::bump(&shared.counters.resyncs);
+        if subscribers.is_empty() {
+            return;
+        }
+        let objects = shared.store.snapshot();
+        tracing::debug!(objects = objects.len(), "resync");
+        for object in objects {
+            subscribers.deliver(&Event::Resync(object));
+        }
+    }
+}

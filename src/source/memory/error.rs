@@ -1,0 +1,69 @@
+//! The memory backend's errors.
+
+use crate::source::Revision;
+
+/// Why a write to a [`MemoryStore`](super::MemoryStore) was refused.
+///
+/// A refused write changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// A create named a key that is already stored.
+    #[error("object {key} already exists")]
+    AlreadyExists {
+        /// The key, formatted with `Debug`.
+        key: String,
+    },
+    /// An update or delete named a key that is not stored.
+    #[error("object {key} not found")]
+    NotFound {
+        /// The key, formatted with `Debug`.
+        key: String,
+    },
+    /// An update or delete named a version that is not the stored one: the
+    /// writer read a stale object and must read it again.
+    #[error(
+        "version conflict on object {key}: expected version {expected}, stored version is {actual}"
+    )]
+    Conflict {
+        /// The key, formatted with `Debug`.
+        key: String,
+        /// The version the writer named.
+        expected: Revision,
+        /// The version stored.
+        actual: Revision,
+    },
+}
+
+/// Why [`MemoryStore::set_faults`](super::MemoryStore::set_faults) refused a
+/// configuration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// A probability was outside `0.0..=1.0` (or NaN).
+    #[error("fault probability `{name}` must be within 0..=1, got {value}")]
+    InvalidProbability {
+        /// The field's name.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+    },
+}
+
+/// A failure the memory backend produced on purpose (see
+/// [`Faults`](super::Faults)); it is the source of a
+/// [`SourceError::Unavailable`](crate::source::SourceError::Unavailable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InjectedFault {
+    /// A list failed because [`MemoryStore::fail_next_lists`](super::MemoryStore::fail_next_lists)
+    /// asked for it.
+    #[error("injected list failure")]
+    List,
+    /// A watch was cut after delivering this many events.
+    #[error("injected watch cut after {events} events")]
+    WatchCut {
+        /// Events delivered before the cut.
+        events: usize,
+    },
+}

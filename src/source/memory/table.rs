@@ -1,0 +1,197 @@
+//! The memory backend's engine: objects, the global revision and the bounded
+//! history of changes. Synchronous and free of tokio; the public
+//! [`MemoryStore`](super::MemoryStore) wraps it in a lock.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
+
+use super::error::WriteError;
+use crate::source::{Change, Object, Revision, Snapshot, SourceError};
+
+/// What a watch cursor finds next in the history.
+#[derive(Debug)]
+pub(super) enum Next<O: Object> {
+    /// The change after the cursor.
+    Change(Change<O>),
+    /// The history no longer reaches back to the cursor.
+    Expired(SourceError),
+    /// The cursor is at the latest revision.
+    UpToDate,
+}
+
+/// Objects, the revision and the change history.
+///
+/// # Invariants
+///
+/// - `history[i]` is the change of revision `compacted + 1 + i`: every write
+///   makes exactly one change and one revision, so the history holds
+///   `compacted + 1 ..= revision` with no gap.
+/// - `history.len() <= window`.
+#[derive(Debug)]
+pub(super) struct Table<O: Object> {
+    objects: HashMap<O::Key, O>,
+    history: VecDeque<Change<O>>,
+    revision: Revision,
+    compacted: Revision,
+    window: NonZeroUsize,
+    /// Bumped by every bookmark request.
+    pub(super) bookmarks: u64,
+    /// Lists left to fail on purpose.
+    pub(super) failing_lists: u32,
+}
+
+impl<O: Object> Table<O> {
+    pub(super) fn new(window: NonZeroUsize) -> Self {
+        Self {
+            objects: HashMap::new(),
+            history: VecDeque::new(),
+            revision: Revision::ZERO,
+            compacted: Revision::ZERO,
+            window,
+            bookmarks: 0,
+            failing_lists: 0,
+        }
+    }
+
+    pub(super) fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    pub(super) fn compacted(&self) -> Revision {
+        self.compacted
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub(super) fn get(&self, key: &O::Key) -> Option<&O> {
+        self.objects.get(key)
+    }
+
+    pub(super) fn snapshot(&self) -> Snapshot<O> {
+        Snapshot {
+            objects: self.objects.values().cloned().collect(),
+            revision: self.revision,
+        }
+    }
+
+    pub(super) fn create(&mut self, mut object: O) -> Result<O, WriteError> {
+        let key = object.key();
+        if self.objects.contains_key(&key) {
+            return Err(WriteError::AlreadyExists {
+                key: format!("{key:?}"),
+            });
+        }
+        object.set_generation(1);
+        Ok(self.store(key, object))
+    }
+
+    pub(super) fn update(&mut self, mut object: O) -> Result<O, WriteError> {
+        let key = object.key();
+        let Some(current) = self.objects.get(&key) else {
+            return Err(WriteError::NotFound {
+                key: format!("{key:?}"),
+            });
+        };
+        if current.version() != object.version() {
+            return Err(WriteError::Conflict {
+                key: format!("{key:?}"),
+                expected: object.version(),
+                actual: current.version(),
+            });
+        }
+        carry_generation(&mut object, current);
+        Ok(self.store(key, object))
+    }
+
+    pub(super) fn put(&mut self, mut object: O) -> O {
+        let key = object.key();
+        match self.objects.get(&key) {
+            Some(current) => carry_generation(&mut object, current),
+            None => object.set_generation(1),
+        }
+        self.store(key, object)
+    }
+
+    pub(super) fn delete(
+        &mut self,
+        key: &O::Key,
+        version: Option<Revision>,
+    ) -> Result<O, WriteError> {
+        let Entry::Occupied(entry) = self.objects.entry(key.clone()) else {
+            return Err(WriteError::NotFound {
+                key: format!("{key:?}"),
+            });
+        };
+        let actual = entry.get().version();
+        if let Some(expected) = version.filter(|v| *v != actual) {
+            return Err(WriteError::Conflict {
+                key: format!("{key:?}"),
+                expected,
+                actual,
+            });
+        }
+        let (key, removed) = entry.remove_entry();
+        let revision = self.bump();
+        self.record(Change::Deleted { key, revision });
+        Ok(removed)
+    }
+
+    /// Forgets the history up to `revision` (clamped to the current one).
+    pub(super) fn compact_to(&mut self, revision: Revision) {
+        let target = revision.min(self.revision);
+        while self.compacted < target {
+            self.history.pop_front();
+            self.compacted = self.compacted.next();
+        }
+    }
+
+    /// The change after `cursor`, if any.
+    pub(super) fn next_after(&self, cursor: Revision) -> Next<O> {
+        if cursor < self.compacted {
+            return Next::Expired(SourceError::Expired {
+                requested: cursor,
+                compacted: self.compacted,
+            });
+        }
+        if cursor >= self.revision {
+            return Next::UpToDate;
+        }
+        let index = usize::try_from(cursor.get() - self.compacted.get()).unwrap_or(usize::MAX);
+        match self.history.get(index) {
+            Some(change) => Next::Change(change.clone()),
+            None => Next::UpToDate,
+        }
+    }
+
+    fn store(&mut self, key: O::Key, mut object: O) -> O {
+        let revision = self.bump();
+        object.set_version(revision);
+        self.record(Change::Applied(object.clone()));
+        self.objects.insert(key, object.clone());
+        object
+    }
+
+    fn bump(&mut self) -> Revision {
+        self.revision = self.revision.next();
+        self.revision
+    }
+
+    fn record(&mut self, change: Change<O>) {
+        self.history.push_back(change);
+        if self.history.len() > self.window.get() {
+            self.history.pop_front();
+            self.compacted = self.compacted.next();
+        }
+    }
+}
+
+/// Keeps `current`'s generation, bumped when the spec changed.
+fn carry_generation<O: Object>(object: &mut O, current: &O) {
+    if let Some(generation) = current.generation() {
+        let bump = u64::from(object.spec_changed(current));
+        object.set_generation(generation + bump);
+    }
+}

@@ -1,0 +1,145 @@
+//! The memory backend's watch stream: a cursor over the shared history, with
+//! optional fault injection. Pull-based: a slow watcher holds no buffer, it
+//! falls behind and, once the history is compacted past it, gets
+//! [`SourceError::Expired`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::Shared;
+use super::error::InjectedFault;
+use super::faults::{Fate, FaultRoller};
+use super::table::Next;
+use crate::source::{Change, Object, Revision, SourceError, WatchStream};
+
+/// One open watch.
+struct Cursor<O: Object> {
+    shared: Arc<Shared<O>>,
+    /// The revision of the last change read from the history.
+    position: Revision,
+    bookmarks_seen: u64,
+    wake: watch::Receiver<()>,
+    faults: Option<FaultRoller>,
+    /// Changes ready to deliver (duplicates and released held changes).
+    ready: VecDeque<Change<O>>,
+    /// A change held back to be delivered after the next one.
+    held: Option<Change<O>>,
+    delivered: usize,
+    finished: bool,
+}
+
+pub(super) fn open<O: Object>(
+    shared: Arc<Shared<O>>,
+    from: Revision,
+    bookmarks_seen: u64,
+    faults: Option<FaultRoller>,
+) -> WatchStream<O> {
+    let wake = shared.wake.subscribe();
+    let cursor = Cursor {
+        shared,
+        position: from,
+        bookmarks_seen,
+        wake,
+        faults,
+        ready: VecDeque::new(),
+        held: None,
+        delivered: 0,
+        finished: false,
+    };
+    Box::pin(futures::stream::unfold(cursor, |mut cursor| async move {
+        let item = cursor.next().await?;
+        Some((item, cursor))
+    }))
+}
+
+impl<O: Object> Cursor<O> {
+    async fn next(&mut self) -> Option<Result<Change<O>, SourceError>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            if let Some(limit) = self.faults.as_ref().and_then(FaultRoller::cut_after) {
+                if self.delivered >= limit {
+                    self.finished = true;
+                    let fault = InjectedFault::WatchCut {
+                        events: self.delivered,
+                    };
+                    return Some(Err(SourceError::unavailable(fault)));
+                }
+            }
+            if let Some(change) = self.ready.pop_front() {
+                self.delivered += 1;
+                return Some(Ok(change));
+            }
+            // Mark the wake-up as seen *before* reading, so that a write made
+            // after the read wakes the wait below.
+            self.wake.borrow_and_update();
+            match self.read() {
+                Read::Change(change) => self.inject(change),
+                Read::Deliver(item) => return Some(item),
+                Read::Wait => {
+                    if let Some(held) = self.held.take() {
+                        self.ready.push_back(held);
+                        continue;
+                    }
+                    // The sender lives in `shared`, which this cursor holds.
+                    let _ = self.wake.changed().await;
+                }
+            }
+        }
+    }
+
+    fn read(&mut self) -> Read<O> {
+        let table = self.shared.table.lock();
+        match table.next_after(self.position) {
+            Next::Change(change) => {
+                self.position = change.revision();
+                Read::Change(change)
+            }
+            Next::Expired(error) => {
+                self.finished = true;
+                Read::Deliver(Err(error))
+            }
+            Next::UpToDate if table.bookmarks > self.bookmarks_seen => {
+                self.bookmarks_seen = table.bookmarks;
+                Read::Deliver(Ok(Change::Bookmark(table.revision())))
+            }
+            Next::UpToDate => Read::Wait,
+        }
+    }
+
+    fn inject(&mut self, change: Change<O>) {
+        let may_hold = self.held.is_none();
+        let fate = match &mut self.faults {
+            Some(roller) => roller.roll(may_hold),
+            None => Fate::Deliver {
+                copies: 1,
+                hold: false,
+            },
+        };
+        match fate {
+            Fate::Drop => {}
+            Fate::Deliver { hold: true, .. } => self.held = Some(change),
+            Fate::Deliver {
+                copies,
+                hold: false,
+            } => {
+                for _ in 1..copies {
+                    self.ready.push_back(change.clone());
+                }
+                self.ready.push_back(change);
+                if let Some(held) = self.held.take() {
+                    self.ready.push_back(held);
+                }
+            }
+        }
+    }
+}
+
+enum Read<O: Object> {
+    Change(Change<O>),
+    Deliver(Result<Change<O>, SourceError>),
+    Wait,
+}

@@ -1,0 +1,279 @@
+//! A [`Source`] over a system that can only be listed.
+//!
+//! Many real systems (cloud APIs, DNS, a thermostat's sensor) have no watch.
+//! A [`PollSource`] calls a user function that lists every object, on an
+//! interval (jittered by ±10 % so that many pollers do not synchronise),
+//! diffs the result against the previous list and turns the differences into
+//! [`Change`]s: new or changed objects are [`Change::Applied`], missing ones
+//! [`Change::Deleted`]. It numbers its own revisions: each detected change
+//! gets the next one, and unchanged objects keep their version, so the
+//! informer sees each change once.
+//!
+//! When the list function fails, the watch stream keeps going: it logs the
+//! error and retries after a backoff that doubles from the interval up to a
+//! maximum ([`PollSource::with_max_backoff`]); the first success resets it.
+//!
+//! Objects are compared with `PartialEq` (after giving the new object the
+//! old one's version), so the type must implement it.
+//!
+//! A `PollSource` keeps one previous snapshot: it serves one informer (the
+//! manager shares one informer per source). A watch from any revision but
+//! the latest fails with [`SourceError::Expired`], which makes the informer
+//! list again.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tend::poll::PollSource;
+//! use tend::{Object, Revision};
+//!
+//! #[derive(Clone, Debug, PartialEq)]
+//! struct Record { name: String, ip: String, version: Revision }
+//!
+//! impl Object for Record {
+//!     type Key = String;
+//!     fn key(&self) -> String { self.name.clone() }
+//!     fn version(&self) -> Revision { self.version }
+//!     fn set_version(&mut self, version: Revision) { self.version = version; }
+//! }
+//!
+//! let source = PollSource::new("dns", Duration::from_secs(30), || async {
+//!     Ok::<_, std::io::Error>(vec![Record { name: "www".into(), ip: "10.0.0.1".into(), version: Revision::ZERO }])
+//! })?;
+//! # Ok::<(), tend::poll::PollConfigError>(())
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+
+use super::{BoxError, Change, Object, Revision, Snapshot, Source, SourceError, WatchStream};
+
+/// The list function a [`PollSource`] calls, boxed.
+type ListFn<O> = Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<O>, BoxError>> + Send + Sync>;
+
+/// Why a [`PollSource`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PollConfigError {
+    /// The poll interval was zero.
+    #[error("poll interval must be greater than zero")]
+    ZeroInterval,
+}
+
+/// A [`Source`] that lists on an interval and diffs; see the
+/// [module docs](self).
+pub struct PollSource<O: Object> {
+    name: Arc<str>,
+    interval: Duration,
+    max_backoff: Duration,
+    list: ListFn<O>,
+    state: Arc<Mutex<PollState<O>>>,
+}
+
+/// The previous snapshot and the revision counter.
+struct PollState<O: Object> {
+    revision: Revision,
+    objects: HashMap<O::Key, O>,
+}
+
+impl<O: Object> fmt::Debug for PollSource<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollSource")
+            .field("name", &self.name)
+            .field("interval", &self.interval)
+            .field("max_backoff", &self.max_backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O: Object + PartialEq> PollSource<O> {
+    /// A source named `name` that calls `list` every `interval` (±10 %).
+    ///
+    /// The maximum backoff after errors defaults to the larger of five
+    /// minutes and `interval`.
+    ///
+    /// # Errors
+    ///
+    /// [`PollConfigError::ZeroInterval`] when `interval` is zero.
+    pub fn new<F, Fut, E>(
+        name: impl Into<Arc<str>>,
+        interval: Duration,
+        list: F,
+    ) -> Result<Self, PollConfigError>
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<O>, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        if interval.is_zero() {
+            return Err(PollConfigError::ZeroInterval);
+        }
+        let list: ListFn<O> = Arc::new(move || {
+            let listing = list();
+            Box::pin(async move { listing.await.map_err(Into::into) })
+        });
+        Ok(Self {
+            name: name.into(),
+            interval,
+            max_backoff: interval.max(Duration::from_secs(300)),
+            list,
+            state: Arc::new(Mutex::new(PollState {
+                revision: Revision::ZERO,
+                objects: HashMap::new(),
+            })),
+        })
+    }
+
+    /// Sets the longest wait between attempts after errors (at least the
+    /// interval).
+    #[must_use]
+    pub fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
+        self.max_backoff = max_backoff.max(self.interval);
+        self
+    }
+
+    fn poller(&self) -> Poller<O> {
+        Poller {
+            name: Arc::clone(&self.name),
+            list: Arc::clone(&self.list),
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// What a poll needs, detached from the source so a stream can own it.
+struct Poller<O: Object> {
+    name: Arc<str>,
+    list: ListFn<O>,
+    state: Arc<Mutex<PollState<O>>>,
+}
+
+impl<O: Object + PartialEq> Poller<O> {
+    /// Lists once and returns the changes since the previous list.
+    async fn poll(&self) -> Result<Vec<Change<O>>, SourceError> {
+        let listed = (self.list)().await.map_err(SourceError::Unavailable)?;
+        Ok(self.state.lock().diff(listed))
+    }
+}
+
+impl<O: Object + PartialEq> PollState<O> {
+    /// Replaces the previous snapshot with `listed`, numbering each
+    /// difference with a new revision.
+    fn diff(&mut self, listed: Vec<O>) -> Vec<Change<O>> {
+        let mut changes = Vec::new();
+        let mut previous =
+            std::mem::replace(&mut self.objects, HashMap::with_capacity(listed.len()));
+        for mut object in listed {
+            let key = object.key();
+            let unchanged = match previous.remove(&key) {
+                Some(old) => {
+                    object.set_version(old.version());
+                    object == old
+                }
+                None => false,
+            };
+            if !unchanged {
+                self.revision = self.revision.next();
+                object.set_version(self.revision);
+                changes.push(Change::Applied(object.clone()));
+            }
+            self.objects.insert(key, object);
+        }
+        for key in previous.into_keys() {
+            self.revision = self.revision.next();
+            changes.push(Change::Deleted {
+                key,
+                revision: self.revision,
+            });
+        }
+        changes
+    }
+}
+
+#[async_trait]
+impl<O: Object + PartialEq> Source for PollSource<O> {
+    type Object = O;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn list(&self) -> Result<Snapshot<O>, SourceError> {
+        self.poller().poll().await?;
+        let state = self.state.lock();
+        Ok(Snapshot {
+            objects: state.objects.values().cloned().collect(),
+            revision: state.revision,
+        })
+    }
+
+    async fn watch(&self, from: Revision) -> Result<WatchStream<O>, SourceError> {
+        let revision = self.state.lock().revision;
+        if from != revision {
+            return Err(SourceError::Expired {
+                requested: from,
+                compacted: revision,
+            });
+        }
+        let stream = PollStream {
+            poller: self.poller(),
+            interval: self.interval,
+            max_backoff: self.max_backoff,
+            failures: 0,
+            ready: VecDeque::new(),
+            rng: fastrand::Rng::new(),
+        };
+        Ok(Box::pin(futures::stream::unfold(
+            stream,
+            |mut stream| async move {
+                let change = stream.next().await;
+                Some((Ok(change), stream))
+            },
+        )))
+    }
+}
+
+/// The endless stream of changes found by polling.
+struct PollStream<O: Object> {
+    poller: Poller<O>,
+    interval: Duration,
+    max_backoff: Duration,
+    failures: u32,
+    ready: VecDeque<Change<O>>,
+    rng: fastrand::Rng,
+}
+
+impl<O: Object + PartialEq> PollStream<O> {
+    async fn next(&mut self) -> Change<O> {
+        loop {
+            if let Some(change) = self.ready.pop_front() {
+                return change;
+            }
+            tokio::time::sleep(self.delay()).await;
+            match self.poller.poll().await {
+                Ok(changes) => {
+                    self.failures = 0;
+                    self.ready.extend(changes);
+                }
+                Err(error) => {
+                    self.failures = self.failures.saturating_add(1);
+                    tracing::warn!(source = %self.poller.name, failures = self.failures, error = %super::error_chain(&error), "poll failed; backing off");
+                }
+            }
+        }
+    }
+
+    /// The interval (jittered ±10 %), doubled for each consecutive failure up
+    /// to the maximum backoff.
+    fn delay(&mut self) -> Duration {
+        let factor = 2f64.powi(i32::try_from(self.failures.min(30)).unwrap_or(30));
+        let base = self.interval.mul_f64(factor).min(self.max_backoff);
+        base.mul_f64(0.9 + 0.2 * self.rng.f64())
+    }
+}
