@@ -19,11 +19,12 @@
 use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 
+use super::levels::{Levels, ReadyEntry};
 use super::{Priority, QueueKey};
 
 /// Stale entries tolerated before a compaction is considered.
@@ -32,7 +33,7 @@ const COMPACT_FLOOR: usize = 64;
 pub(crate) struct Core<K> {
     slots: HashMap<K, Slot, RandomState>,
     in_flight: HashMap<K, InFlight, RandomState>,
-    levels: BTreeMap<Priority, VecDeque<ReadyEntry<K>>>,
+    levels: Levels<K>,
     timers: BinaryHeap<TimerEntry<K>>,
     next_seq: u64,
     ready: usize,
@@ -70,12 +71,6 @@ struct InFlight {
     /// Set by an add during processing: the priority to queue again with and
     /// when the first such add happened.
     dirty: Option<(Priority, Instant)>,
-}
-
-struct ReadyEntry<K> {
-    seq: u64,
-    since: Instant,
-    key: K,
 }
 
 struct TimerEntry<K> {
@@ -162,7 +157,7 @@ impl<K: QueueKey> Core<K> {
         Self {
             slots: HashMap::default(),
             in_flight: HashMap::default(),
-            levels: BTreeMap::new(),
+            levels: Levels::new(),
             timers: BinaryHeap::new(),
             next_seq: 0,
             ready: 0,
@@ -177,12 +172,19 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    pub(crate) fn add(&mut self, key: K, priority: Priority, now: Instant) -> Added {
+    /// `now` is read only when the add is not a no-op, so that a storm of
+    /// duplicate adds does not pay for the clock.
+    pub(crate) fn add(
+        &mut self,
+        key: K,
+        priority: Priority,
+        now: impl FnOnce() -> Instant,
+    ) -> Added {
         if self.shut_down {
             return Added::Rejected;
         }
         if let Some(flight) = self.in_flight.get_mut(&key) {
-            flight.mark_dirty(priority, now);
+            flight.mark_dirty(priority, now());
             // Running again right after `done` is sooner than any timer.
             self.cancel_timer(&key);
             return Added::Dirty;
@@ -192,6 +194,7 @@ impl<K: QueueKey> Core<K> {
         match self.slots.entry(key) {
             Entry::Vacant(entry) => {
                 let key = entry.key().clone();
+                let now = now();
                 entry.insert(Slot {
                     queued: Some(Queued {
                         seq,
@@ -219,7 +222,7 @@ impl<K: QueueKey> Core<K> {
                         self.scheduled -= 1;
                         self.stale_timers += 1;
                         self.ready += 1;
-                        (now, Added::Queued)
+                        (now(), Added::Queued)
                     }
                 };
                 slot.queued = Some(Queued {
@@ -240,7 +243,7 @@ impl<K: QueueKey> Core<K> {
             return Scheduled::Rejected;
         }
         if deadline <= now {
-            return Scheduled::Now(self.add(key, Priority::NORMAL, now));
+            return Scheduled::Now(self.add(key, Priority::NORMAL, || now));
         }
         if self.in_flight.get(&key).is_some_and(|f| f.dirty.is_some()) {
             return Scheduled::Deduplicated;
@@ -396,7 +399,7 @@ impl<K: QueueKey> Core<K> {
     /// Ready entries, live or stale (for tests of compaction).
     #[cfg(test)]
     pub(crate) fn ready_entries(&self) -> usize {
-        self.levels.values().map(VecDeque::len).sum()
+        self.levels.entries()
     }
 
     fn cancel_timer(&mut self, key: &K) {
@@ -459,14 +462,8 @@ impl<K: QueueKey> Core<K> {
     /// yet never take more than half the throughput from fresh changes.
     fn pop_ready(&mut self, now: Instant) -> Option<(K, Queued)> {
         loop {
-            let several_levels = self.levels.len() > 1;
-            let level = self.choose_level(now)?;
-            let entries = self.levels.get_mut(&level)?;
-            let entry = entries.pop_front();
-            if entries.is_empty() {
-                self.levels.remove(&level);
-            }
-            let entry = entry?;
+            let (at, several_levels) = self.choose_level(now)?;
+            let entry = self.levels.pop(at)?;
             match self.slots.get(&entry.key).and_then(|s| s.queued) {
                 Some(queued) if queued.seq == entry.seq => {
                     if several_levels {
@@ -479,19 +476,21 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    fn choose_level(&self, now: Instant) -> Option<Priority> {
-        let (&highest, _) = self.levels.last_key_value()?;
-        if !self.aged_turn || self.levels.len() == 1 {
-            return Some(highest);
+    /// The level to pop from, and whether several levels had keys.
+    fn choose_level(&self, now: Instant) -> Option<(usize, bool)> {
+        let mut fronts = self.levels.fronts();
+        let (highest, _) = fronts.next()?;
+        let mut lower = fronts.peekable();
+        if lower.peek().is_none() {
+            return Some((highest, false));
         }
-        let aged = self
-            .levels
-            .iter()
-            .filter(|(level, _)| **level != highest)
-            .filter_map(|(level, entries)| entries.front().map(|e| (e.since, *level)))
-            .filter(|(since, _)| now.saturating_duration_since(*since) >= self.max_wait)
-            .min();
-        Some(aged.map_or(highest, |(_, level)| level))
+        if !self.aged_turn {
+            return Some((highest, true));
+        }
+        let aged = lower
+            .filter(|(_, e)| now.saturating_duration_since(e.since) >= self.max_wait)
+            .min_by_key(|(_, e)| e.since);
+        Some((aged.map_or(highest, |(at, _)| at), true))
     }
 
     fn compact_if_needed(&mut self) {
@@ -507,31 +506,19 @@ impl<K: QueueKey> Core<K> {
         }
         if self.stale_ready > COMPACT_FLOOR && self.stale_ready > self.ready {
             let slots = &self.slots;
-            for entries in self.levels.values_mut() {
-                entries.retain(|e| {
-                    slots
-                        .get(&e.key)
-                        .and_then(|s| s.queued)
-                        .is_some_and(|q| q.seq == e.seq)
-                });
-            }
-            self.levels.retain(|_, entries| !entries.is_empty());
+            self.levels.retain(|e| {
+                slots
+                    .get(&e.key)
+                    .and_then(|s| s.queued)
+                    .is_some_and(|q| q.seq == e.seq)
+            });
             self.stale_ready = 0;
         }
     }
 }
 
-fn push_ready<K>(
-    levels: &mut BTreeMap<Priority, VecDeque<ReadyEntry<K>>>,
-    priority: Priority,
-    seq: u64,
-    since: Instant,
-    key: K,
-) {
-    levels
-        .entry(priority)
-        .or_default()
-        .push_back(ReadyEntry { seq, since, key });
+fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Instant, key: K) {
+    levels.push(priority, ReadyEntry { seq, since, key });
 }
 
 impl InFlight {

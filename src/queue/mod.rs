@@ -29,6 +29,7 @@
 
 mod builder;
 mod core;
+mod levels;
 #[cfg(all(test, tend_loom))]
 mod loom_tests;
 mod observer;
@@ -138,7 +139,6 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        let now = now();
         let (added, ready) = {
             let mut core = lock(&self.shared.core);
             (core.add(key, priority, now), core.ready_len())
@@ -204,41 +204,55 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Cancel safe: a key is taken from the queue only in the poll that
     /// returns it, so dropping the future loses no key.
     pub async fn get(&self) -> Option<K> {
+        // Fast path: a key is ready, no waiter registration needed.
+        match self.take_next() {
+            Taken::Key(key) => return Some(key),
+            Taken::ShutDown => return None,
+            Taken::Empty(_) => {}
+        }
         loop {
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
-            // Registered before looking, so an add between the look and the
-            // wait still wakes us.
+            // Registered before looking again, so an add between the look and
+            // the wait still wakes us.
             notified.as_mut().enable();
-            let now = now();
-            let (next, ready) = {
-                let mut core = lock(&self.shared.core);
-                (core.next(now), core.ready_len())
+            let wake_at = match self.take_next() {
+                Taken::Key(key) => return Some(key),
+                Taken::ShutDown => return None,
+                Taken::Empty(wake_at) => wake_at,
             };
-            match next {
-                Next::Key { key, waited, fired } => {
-                    for _ in 0..fired {
-                        self.shared.observer.added();
-                    }
-                    // Timers made more keys ready than this one.
-                    if fired > 0 && ready > 0 {
-                        self.shared.ready.notify_one();
-                    }
-                    self.shared.observer.queued_for(waited);
-                    self.shared.observer.depth(ready);
-                    return Some(key);
-                }
-                Next::ShutDown => return None,
-                Next::Empty { wake_at: None } => notified.await,
-                Next::Empty {
-                    wake_at: Some(deadline),
-                } => {
+            match wake_at {
+                None => notified.await,
+                Some(deadline) => {
                     tokio::select! {
                         () = &mut notified => {}
                         () = tokio::time::sleep_until(Instant::from_std(deadline)) => {}
                     }
                 }
             }
+        }
+    }
+
+    fn take_next(&self) -> Taken<K> {
+        let (next, ready) = {
+            let mut core = lock(&self.shared.core);
+            (core.next(now()), core.ready_len())
+        };
+        match next {
+            Next::Key { key, waited, fired } => {
+                for _ in 0..fired {
+                    self.shared.observer.added();
+                }
+                // Timers made more keys ready than this one.
+                if fired > 0 && ready > 0 {
+                    self.shared.ready.notify_one();
+                }
+                self.shared.observer.queued_for(waited);
+                self.shared.observer.depth(ready);
+                Taken::Key(key)
+            }
+            Next::ShutDown => Taken::ShutDown,
+            Next::Empty { wake_at } => Taken::Empty(wake_at),
         }
     }
 
@@ -391,6 +405,13 @@ impl<K: QueueKey> WorkQueue<K> {
 
 /// Tokio's clock (so paused-time tests drive the queue) as a std instant
 /// for the core.
+/// What one look at the core found for a worker.
+enum Taken<K> {
+    Key(K),
+    ShutDown,
+    Empty(Option<std::time::Instant>),
+}
+
 fn now() -> std::time::Instant {
     Instant::now().into_std()
 }

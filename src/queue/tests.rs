@@ -24,7 +24,7 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     for round in 0..10_000u32 {
         // A long timer superseded by an immediate add leaves a stale heap entry.
         core.add_after(1u8, t0 + HOUR, t0);
-        core.add(1, Priority::NORMAL, t0);
+        core.add(1, Priority::NORMAL, || t0);
         assert_eq!(take(&mut core, t0), Some(1), "round {round}");
         core.done(&1, t0).expect("in flight");
     }
@@ -40,8 +40,8 @@ fn re_prioritised_keys_are_compacted() {
     let mut core = Core::new(HOUR);
     let t0 = Instant::now();
     for key in 0..200u8 {
-        core.add(key, Priority::LOW, t0);
-        core.add(key, Priority::HIGH, t0);
+        core.add(key, Priority::LOW, || t0);
+        core.add(key, Priority::HIGH, || t0);
     }
     // Stale entries never outnumber live ones by more than the floor.
     assert!(
@@ -56,7 +56,7 @@ fn re_prioritised_keys_are_compacted() {
 fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     let mut core = Core::new(HOUR);
     let t0 = Instant::now();
-    core.add(7u8, Priority::NORMAL, t0);
+    core.add(7u8, Priority::NORMAL, || t0);
     assert_eq!(take(&mut core, t0), Some(7));
     let due = t0 + Duration::from_secs(1);
     assert_eq!(
@@ -72,9 +72,9 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
 fn adding_to_a_shut_down_core_is_rejected() {
     let mut core = Core::new(HOUR);
     let t0 = Instant::now();
-    core.add(1u8, Priority::NORMAL, t0);
+    core.add(1u8, Priority::NORMAL, || t0);
     assert_eq!(core.shut_down(), 1);
-    assert_eq!(core.add(1, Priority::NORMAL, t0), Added::Rejected);
+    assert_eq!(core.add(1, Priority::NORMAL, || t0), Added::Rejected);
     assert!(matches!(core.next(t0), Next::ShutDown));
 }
 
@@ -211,7 +211,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Add(key, p) => {
-                    core.add(key, Priority::new(p), ms(now));
+                    core.add(key, Priority::new(p), || ms(now));
                     model.add(key, Priority::new(p));
                 }
                 Op::AddAfter(key, delay) => {

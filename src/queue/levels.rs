@@ -1,0 +1,70 @@
+//! Ready keys by priority: one FIFO per level, highest level first.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::Priority;
+
+/// A ready key as queued: `seq` tells a live entry from a stale one.
+pub(super) struct ReadyEntry<K> {
+    pub(super) seq: u64,
+    pub(super) since: Instant,
+    pub(super) key: K,
+}
+
+/// The FIFOs, sorted by descending priority. Levels are kept when they
+/// empty, so a steady workload allocates nothing; there are at most as many
+/// as distinct priorities ever used (256).
+pub(super) struct Levels<K> {
+    levels: Vec<(Priority, VecDeque<ReadyEntry<K>>)>,
+}
+
+impl<K> Levels<K> {
+    pub(super) fn new() -> Self {
+        Self { levels: Vec::new() }
+    }
+
+    pub(super) fn push(&mut self, priority: Priority, entry: ReadyEntry<K>) {
+        let at = match self.levels.iter().position(|(p, _)| *p <= priority) {
+            Some(at) if self.levels[at].0 == priority => at,
+            Some(at) => {
+                self.levels.insert(at, (priority, VecDeque::new()));
+                at
+            }
+            None => {
+                self.levels.push((priority, VecDeque::new()));
+                self.levels.len() - 1
+            }
+        };
+        self.levels[at].1.push_back(entry);
+    }
+
+    /// The non-empty levels, highest first, with their oldest entry.
+    pub(super) fn fronts(&self) -> impl Iterator<Item = (usize, &ReadyEntry<K>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .filter_map(|(at, (_, entries))| entries.front().map(|e| (at, e)))
+    }
+
+    pub(super) fn pop(&mut self, at: usize) -> Option<ReadyEntry<K>> {
+        self.levels.get_mut(at)?.1.pop_front()
+    }
+
+    /// Keeps only the entries for which `live` holds.
+    pub(super) fn retain(&mut self, mut live: impl FnMut(&ReadyEntry<K>) -> bool) {
+        for (_, entries) in &mut self.levels {
+            entries.retain(&mut live);
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.levels.clear();
+    }
+
+    /// Entries, live or stale.
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> usize {
+        self.levels.iter().map(|(_, e)| e.len()).sum()
+    }
+}
