@@ -18,7 +18,10 @@
 //! - [`WorkQueue`]: the deduplicating, rate-limited, prioritised queue of keys
 //!   that every controller runs on.
 //! - [`rate_limit`]: per-key backoff and overall rate limits for retries.
+//! - [`controller`]: the [`Reconciler`](controller::Reconciler) trait you
+//!   implement and the [`Controller`](controller::Controller) that runs it.
 
+pub mod controller;
 mod informer;
 mod queue;
 pub mod rate_limit;

@@ -62,6 +62,12 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         self
     }
 
+    /// [`rate_limiter`](Self::rate_limiter) for an already boxed limiter.
+    pub(crate) fn boxed_rate_limiter(mut self, limiter: Box<dyn RateLimiter<K>>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
     /// Receives the queue's measurements (default: none).
     pub fn observer(mut self, observer: Arc<dyn QueueObserver>) -> Self {
         self.observer = observer;

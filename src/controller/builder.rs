@@ -1,0 +1,215 @@
+//! Configuration of a [`Controller`].
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::observer::NoopObserver;
+use super::watch::{Mapped, Secondary, Watch};
+use super::{Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger};
+use crate::informer::Informer;
+use crate::queue::{Priority, QueueObserver, WorkQueue};
+use crate::rate_limit::RateLimiter;
+use crate::source::Object;
+
+/// Configures a [`Controller`]; start from [`Controller::builder`].
+#[must_use]
+pub struct ControllerBuilder<O: Object, R> {
+    name: String,
+    primary: Watch<O>,
+    reconciler: R,
+    secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+    config: Config,
+    limiter: Option<Box<dyn RateLimiter<O::Key>>>,
+    observer: Arc<dyn ControllerObserver>,
+    queue_observer: Option<Arc<dyn QueueObserver>>,
+}
+
+/// The runtime settings of a controller.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) concurrency: NonZeroUsize,
+    pub(crate) resync: Option<Duration>,
+    pub(crate) reconcile_timeout: Option<Duration>,
+    pub(crate) background: Priority,
+    pub(crate) sync_timeout: Duration,
+    pub(crate) shutdown_grace: Duration,
+}
+
+impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
+    pub(super) fn new(name: String, primary: Watch<O>, reconciler: R) -> Self {
+        Self {
+            name,
+            primary,
+            reconciler,
+            secondaries: Vec::new(),
+            config: Config {
+                // Reconciles mostly wait on I/O: four let a slow key run
+                // beside others without flooding the systems they write to.
+                concurrency: NonZeroUsize::new(4).expect("4 is not zero"),
+                resync: None,
+                reconcile_timeout: Some(Duration::from_secs(300)),
+                background: Priority::LOW,
+                sync_timeout: Duration::from_secs(120),
+                shutdown_grace: Duration::from_secs(30),
+            },
+            limiter: None,
+            observer: Arc::new(NoopObserver),
+            queue_observer: None,
+        }
+    }
+
+    /// Only the primary's events that `predicate` passes enqueue a reconcile.
+    pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
+        self.primary = self.primary.predicate(predicate);
+        self
+    }
+
+    /// Reconciles the owner of every object of `watch` that changes:
+    /// `owner_of` maps an owned object to its owner's key (`None`: not owned
+    /// by one of ours). An object that moves to another owner enqueues both.
+    pub fn owns<P: Object>(
+        mut self,
+        watch: impl Into<Watch<P>>,
+        owner_of: impl Fn(&P) -> Option<O::Key> + Send + Sync + 'static,
+    ) -> Self {
+        self.secondaries.push(Box::new(Mapped {
+            watch: watch.into(),
+            map: Arc::new(move |object: &P| owner_of(object).into_iter().collect()),
+            trigger: Trigger::Owned,
+        }));
+        self
+    }
+
+    /// Reconciles every key `map` returns for an object of `watch` that
+    /// changes (a node to the pods on it, a config to its users …).
+    pub fn watches<P: Object>(
+        mut self,
+        watch: impl Into<Watch<P>>,
+        map: impl Fn(&P) -> Vec<O::Key> + Send + Sync + 'static,
+    ) -> Self {
+        self.secondaries.push(Box::new(Mapped {
+            watch: watch.into(),
+            map: Arc::new(map),
+            trigger: Trigger::Mapped,
+        }));
+        self
+    }
+
+    /// How many keys are reconciled at once (default 4). One key never runs
+    /// on two workers at once, whatever this is.
+    pub fn concurrency(mut self, workers: NonZeroUsize) -> Self {
+        self.config.concurrency = workers;
+        self
+    }
+
+    /// The retry backoff (default: 5 ms doubling to 1000 s, with an overall
+    /// 10/s bucket of burst 100, as in client-go).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<O::Key> + 'static) -> Self {
+        self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Re-enqueues every cached primary key this often (±10 % jitter), at
+    /// the background priority (default: never; informers may resync too).
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.config.resync = Some(period);
+        self
+    }
+
+    /// Cancels and retries a reconcile that runs longer than this (default
+    /// 5 minutes).
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.config.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// The priority of initial-list and resync keys (default
+    /// [`Priority::LOW`], below fresh changes).
+    pub fn background_priority(mut self, priority: Priority) -> Self {
+        self.config.background = priority;
+        self
+    }
+
+    /// How long `run` waits for every cache to sync before failing (default
+    /// 2 minutes).
+    pub fn sync_timeout(mut self, timeout: Duration) -> Self {
+        self.config.sync_timeout = timeout;
+        self
+    }
+
+    /// How long in-flight reconciles may go on after shutdown starts before
+    /// they are cancelled (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// Receives reconcile measurements (default: none).
+    pub fn observer(mut self, observer: Arc<dyn ControllerObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Receives the work queue's measurements (default: none).
+    pub fn queue_observer(mut self, observer: Arc<dyn QueueObserver>) -> Self {
+        self.queue_observer = Some(observer);
+        self
+    }
+
+    /// Builds the controller.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::InvalidConfig`] for an empty name or a zero resync
+    /// period or reconcile timeout.
+    pub fn build(self) -> Result<Controller<O, R>, ControllerError> {
+        let invalid = |reason: &str| ControllerError::InvalidConfig {
+            controller: self.name.clone(),
+            reason: reason.to_owned(),
+        };
+        if self.name.is_empty() {
+            return Err(invalid("the name is empty"));
+        }
+        if self.config.resync.is_some_and(|p| p.is_zero()) {
+            return Err(invalid("the resync period is zero"));
+        }
+        if self.config.reconcile_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(invalid("the reconcile timeout is zero"));
+        }
+        let mut queue = WorkQueue::builder().name(self.name.clone());
+        if let Some(limiter) = self.limiter {
+            queue = queue.boxed_rate_limiter(limiter);
+        }
+        if let Some(observer) = self.queue_observer {
+            queue = queue.observer(observer);
+        }
+        Ok(Controller::assemble(
+            self.name,
+            self.primary,
+            self.secondaries,
+            self.reconciler,
+            queue.build(),
+            self.config,
+            self.observer,
+        ))
+    }
+}
+
+impl<O: Object, R> fmt::Debug for ControllerBuilder<O, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControllerBuilder")
+            .field("name", &self.name)
+            .field("primary", &self.primary)
+            .field("secondaries", &self.secondaries.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O: Object> From<&Informer<O>> for Watch<O> {
+    fn from(informer: &Informer<O>) -> Self {
+        Watch::new(informer.clone())
+    }
+}

@@ -1,0 +1,258 @@
+//! The controller: observe → compare → act, forever.
+//!
+//! A [`Controller`] wires one primary [`Informer`] (the desired objects),
+//! any number of secondary informers mapped to primary keys (`owns`,
+//! `watches`), a [`WorkQueue`] and a pool of workers around your
+//! [`Reconciler`]:
+//!
+//! 1. Informer events become keys in the queue (initial lists and resyncs at
+//!    a background priority, fresh changes first), filtered by predicates.
+//! 2. Once every cache has synced, workers take keys, read the *current*
+//!    object from the cache and reconcile. A key is never reconciled by two
+//!    workers at once; changes during a reconcile queue it once more.
+//! 3. The outcome decides what follows: nothing, a requeue after a delay, a
+//!    retry with per-key exponential backoff, or (terminal errors) nothing
+//!    until the next change. Panics and timeouts are caught, counted and
+//!    retried; workers live on.
+//!
+//! Informers are not run by the controller: they may be shared by several
+//! controllers (the manager runs each once). Run them beside the controller.
+//!
+//! # Shutdown
+//!
+//! When the token passed to [`run`](Controller::run) is cancelled, no new
+//! reconcile starts, in-flight ones get the grace period, then are cancelled;
+//! `run` returns once every task it spawned has stopped.
+
+mod builder;
+mod context;
+mod observer;
+mod predicate;
+mod reconciler;
+mod trigger;
+mod watch;
+mod worker;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use self::builder::ControllerBuilder;
+pub use self::context::Context;
+pub use self::observer::{ControllerObserver, Outcome};
+pub use self::predicate::Predicate;
+pub use self::reconciler::{Action, ErrorPolicy, Reconciler};
+pub use self::trigger::{Trigger, Triggers};
+pub use self::watch::Watch;
+
+use self::builder::Config;
+use self::context::Caches;
+use self::watch::{Enqueue, Secondary, Synced, subscribe_primary};
+use self::worker::Worker;
+use crate::informer::{Informer, InformerError};
+use crate::queue::WorkQueue;
+use crate::source::Object;
+
+/// Why a controller could not be built or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControllerError {
+    /// The builder was given a setting that cannot work.
+    #[error("controller `{controller}` is misconfigured: {reason}")]
+    InvalidConfig {
+        /// The controller's name.
+        controller: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A cache the controller needs did not sync in time.
+    #[error("controller `{controller}` cannot start")]
+    CacheSync {
+        /// The controller's name.
+        controller: String,
+        /// Which source did not sync, and after how long.
+        #[source]
+        source: InformerError,
+    },
+}
+
+/// A reconciliation loop for objects of type `O`, driven by reconciler `R`.
+/// Build one with [`Controller::builder`], then [`run`](Controller::run) it.
+pub struct Controller<O: Object, R> {
+    name: String,
+    primary: Watch<O>,
+    secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+    reconciler: R,
+    queue: WorkQueue<O::Key>,
+    config: Config,
+    observer: Arc<dyn ControllerObserver>,
+    fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
+}
+
+impl<O: Object, R: Reconciler<O>> Controller<O, R> {
+    /// Starts configuring a controller named `name` (used in logs and
+    /// metrics) that reconciles the objects of `primary` with `reconciler`.
+    pub fn builder(
+        name: impl Into<String>,
+        primary: impl Into<Watch<O>>,
+        reconciler: R,
+    ) -> ControllerBuilder<O, R> {
+        ControllerBuilder::new(name.into(), primary.into(), reconciler)
+    }
+
+    fn assemble(
+        name: String,
+        primary: Watch<O>,
+        secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+        reconciler: R,
+        queue: WorkQueue<O::Key>,
+        config: Config,
+        observer: Arc<dyn ControllerObserver>,
+    ) -> Self {
+        Self {
+            name,
+            primary,
+            secondaries,
+            reconciler,
+            queue,
+            config,
+            observer,
+            fencing_token: None,
+        }
+    }
+
+    /// The controller's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A handle to the controller's work queue: its
+    /// [`stats`](WorkQueue::stats) and [`in_flight`](WorkQueue::in_flight)
+    /// keys ("which key is stuck").
+    #[must_use]
+    pub fn queue(&self) -> WorkQueue<O::Key> {
+        self.queue.clone()
+    }
+
+    /// The primary informer.
+    #[must_use]
+    pub fn primary(&self) -> &Informer<O> {
+        self.primary.informer()
+    }
+
+    /// Where reconciles get their [`Context::fencing_token`] (set by the
+    /// manager under leader election).
+    pub(crate) fn set_fencing_token(&mut self, token: Arc<dyn Fn() -> Option<u64> + Send + Sync>) {
+        self.fencing_token = Some(token);
+    }
+
+    /// Runs the loop until `shutdown` is cancelled.
+    ///
+    /// Subscribes to every informer, waits until their caches (and this
+    /// controller's replay of them) are synced, then reconciles with the
+    /// configured number of workers. The informers themselves must be
+    /// running (see the [module docs](self)).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::CacheSync`] when a cache did not sync within the
+    /// sync timeout; nothing was reconciled then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future aborts the workers' tasks (a `JoinSet` owns them)
+    /// without the grace period: cancel `shutdown` and await `run` instead.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
+        let sink = Enqueue {
+            queue: self.queue.clone(),
+            triggers: Arc::new(DashMap::new()),
+            background: self.config.background,
+        };
+        let mut caches = Caches::default();
+        caches.push(self.primary.informer().store());
+        let mut subscriptions = vec![subscribe_primary(&self.primary, sink.clone())];
+        for secondary in &self.secondaries {
+            secondary.add_cache(&mut caches);
+            subscriptions.push(secondary.subscribe(sink.clone()));
+        }
+        tokio::select! {
+            synced = self.wait_synced(&subscriptions) => synced?,
+            () = shutdown.cancelled() => return Ok(()),
+        }
+        tracing::info!(controller = %self.name, workers = self.config.concurrency, "caches synced, starting workers");
+        let worker = Arc::new(Worker {
+            name: self.name,
+            store: self.primary.informer().store(),
+            reconciler: self.reconciler,
+            sink,
+            caches: Arc::new(caches),
+            timeout: self.config.reconcile_timeout,
+            observer: self.observer,
+            fencing_token: self.fencing_token,
+        });
+        let hard_stop = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        for _ in 0..self.config.concurrency.get() {
+            tasks.spawn(Arc::clone(&worker).run(hard_stop.clone()));
+        }
+        if let Some(period) = self.config.resync {
+            tasks.spawn(Arc::clone(&worker).resync_every(period, shutdown.clone()));
+        }
+        shutdown.cancelled().await;
+        self.queue.shutdown();
+        let grace = self.config.shutdown_grace;
+        if tokio::time::timeout(grace, join_all(&mut tasks))
+            .await
+            .is_err()
+        {
+            tracing::warn!(controller = %worker.name, ?grace, "grace period over, cancelling in-flight reconciles");
+            hard_stop.cancel();
+            join_all(&mut tasks).await;
+        }
+        drop(subscriptions);
+        Ok(())
+    }
+
+    async fn wait_synced(&self, subscriptions: &[Box<dyn Synced>]) -> Result<(), ControllerError> {
+        for subscription in subscriptions {
+            subscription
+                .wait_synced(self.config.sync_timeout)
+                .await
+                .map_err(|source| ControllerError::CacheSync {
+                    controller: self.name.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Waits for every task, logging any that panicked outside a reconcile.
+async fn join_all(tasks: &mut JoinSet<()>) {
+    while let Some(result) = tasks.join_next().await {
+        if let Err(error) = result {
+            tracing::error!(%error, "controller task failed");
+        }
+    }
+}
+
+impl<O: Object, R> fmt::Debug for Controller<O, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("primary", &self.primary)
+            .field("secondaries", &self.secondaries.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Jitters `period` by ±10 % so that many controllers do not resync in step.
+fn jittered(period: Duration) -> Duration {
+    period.mul_f64(0.9 + 0.2 * fastrand::f64())
+}

@@ -1,0 +1,61 @@
+//! What a controller reports about its reconciles.
+
+use std::time::Duration;
+
+/// How one reconcile ended, as counted by metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// [`Action::Done`](super::Action::Done).
+    Success,
+    /// [`Action::RequeueAfter`](super::Action::RequeueAfter) with a zero delay.
+    Requeue,
+    /// [`Action::RequeueAfter`](super::Action::RequeueAfter) with a delay.
+    RequeueAfter,
+    /// The reconciler returned an error that will be retried.
+    Error,
+    /// The reconciler returned an error with
+    /// [`ErrorPolicy::Terminal`](super::ErrorPolicy::Terminal).
+    TerminalError,
+    /// The reconcile panicked; it will be retried.
+    Panic,
+    /// The reconcile exceeded its timeout; it will be retried.
+    Timeout,
+    /// The reconcile was cancelled by shutdown or lost leadership.
+    Cancelled,
+}
+
+impl Outcome {
+    /// controller-runtime's `result` label: `success`, `error`, `requeue` or
+    /// `requeue_after` (panics, timeouts and terminal errors are errors);
+    /// `None` for a cancelled reconcile, which did not finish.
+    #[must_use]
+    pub const fn result_label(self) -> Option<&'static str> {
+        match self {
+            Self::Success => Some("success"),
+            Self::Requeue => Some("requeue"),
+            Self::RequeueAfter => Some("requeue_after"),
+            Self::Error | Self::TerminalError | Self::Panic | Self::Timeout => Some("error"),
+            Self::Cancelled => None,
+        }
+    }
+}
+
+/// Receives a controller's measurements (the manager exports them as
+/// controller-runtime's `controller_runtime_*` metrics). Methods default to
+/// no-ops and are called on the worker, so they must be cheap.
+pub trait ControllerObserver: Send + Sync {
+    /// A worker started a reconcile (`controller_runtime_active_workers` + 1).
+    fn reconcile_started(&self) {}
+
+    /// A reconcile ended after `_took`
+    /// (`controller_runtime_active_workers` − 1, `reconcile_total`,
+    /// `reconcile_time_seconds`, the error, panic and timeout counters).
+    fn reconcile_finished(&self, _outcome: Outcome, _took: Duration) {}
+}
+
+/// The observer used when none is configured.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct NoopObserver;
+
+impl ControllerObserver for NoopObserver {}

@@ -1,0 +1,93 @@
+//! The user's logic: the `Reconciler` trait and what a reconcile returns.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::Context;
+use crate::source::Object;
+
+/// Your reconciliation logic for objects of type `O`: observe, compare, act.
+///
+/// [`reconcile`](Reconciler::reconcile) is called with a [`Context`] holding
+/// the key and the *current* cached object (`None` when it no longer exists:
+/// absence is a state to reconcile, e.g. by cleaning up what it owned). It
+/// must be idempotent and level-triggered: decide from the state as it is
+/// now, never from the event that caused the call, which may have been
+/// coalesced with others, lost, or repeated.
+///
+/// Implement it with `async fn`; the returned future must be `Send`. The
+/// controller is generic over the reconciler (no boxing, no `dyn`): put
+/// clients and caches in your type's fields.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone)] struct Widget;
+/// # impl tend::Object for Widget {
+/// #     type Key = String;
+/// #     fn key(&self) -> String { String::new() }
+/// #     fn version(&self) -> tend::Revision { tend::Revision::ZERO }
+/// #     fn set_version(&mut self, _: tend::Revision) {}
+/// # }
+///
+/// struct Widgets;
+///
+/// impl Reconciler<Widget> for Widgets {
+///     type Error = Infallible;
+///
+///     async fn reconcile(&self, ctx: Context<Widget>) -> Result<Action, Infallible> {
+///         match ctx.object() {
+///             Some(_widget) => { /* compare desired and actual, act */ }
+///             None => { /* deleted: clean up what it owned */ }
+///         }
+///         Ok(Action::Done)
+///     }
+/// }
+/// ```
+pub trait Reconciler<O: Object>: Send + Sync + 'static {
+    /// Your error type; it stays yours (tend never wraps it).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Closes the gap between desired and actual state for `ctx.key()`.
+    ///
+    /// On `Err`, [`error_policy`](Reconciler::error_policy) decides whether the
+    /// key is retried with backoff or dropped. The future is dropped (so
+    /// cancelled) when it exceeds the controller's reconcile timeout, when
+    /// leadership is lost, or when shutdown's grace period ends;
+    /// [`Context::cancelled`] lets long operations stop cleanly first.
+    fn reconcile(
+        &self,
+        ctx: Context<O>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// What to do with a failed key (default: [`ErrorPolicy::Retry`]).
+    fn error_policy(&self, error: &Self::Error) -> ErrorPolicy {
+        let _ = error;
+        ErrorPolicy::Retry
+    }
+}
+
+/// What a successful reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the next change or resync; the key's backoff is reset.
+    Done,
+    /// Reconcile again after this long, even if nothing changes (polling an
+    /// external system, waiting for a slow operation); resets the backoff.
+    RequeueAfter(Duration),
+}
+
+/// How a reconcile error is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorPolicy {
+    /// Retry the key after its rate limiter's backoff (5 ms doubling to
+    /// 1000 s by default).
+    Retry,
+    /// Do not retry: the error is logged and counted, the key's backoff state
+    /// is dropped, and only a new change or resync runs it again (invalid
+    /// specs that no retry can fix).
+    Terminal,
+}

@@ -1,0 +1,119 @@
+//! Why a reconcile ran: the "why did this run?" answer.
+
+use std::fmt;
+
+/// One reason for a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// The primary object was in the initial list (or a late subscription's replay).
+    Initial,
+    /// The primary object was created or changed.
+    Changed,
+    /// The primary object was deleted.
+    Deleted,
+    /// An object this one owns changed (registered with `owns`).
+    Owned,
+    /// A watched object mapped to this key changed (registered with `watches`).
+    Mapped,
+    /// A periodic resync re-checks everything.
+    Resync,
+    /// The previous reconcile failed (or panicked, or timed out).
+    Retry,
+    /// The previous reconcile asked for [`Action::RequeueAfter`](super::Action::RequeueAfter).
+    Requeue,
+}
+
+impl Trigger {
+    const ALL: [Self; 8] = [
+        Self::Initial,
+        Self::Changed,
+        Self::Deleted,
+        Self::Owned,
+        Self::Mapped,
+        Self::Resync,
+        Self::Retry,
+        Self::Requeue,
+    ];
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Initial => "initial",
+            Self::Changed => "changed",
+            Self::Deleted => "deleted",
+            Self::Owned => "owned",
+            Self::Mapped => "mapped",
+            Self::Resync => "resync",
+            Self::Retry => "retry",
+            Self::Requeue => "requeue",
+        }
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every reason a reconcile ran: several changes to one key are coalesced
+/// into one reconcile, so there may be several (`changed+owned`).
+///
+/// Empty only when the changes that queued this run were already reported to
+/// the run before it (they raced it; the state it reads is still current).
+#[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Triggers(u8);
+
+impl Triggers {
+    /// Whether `trigger` is among the reasons.
+    #[must_use]
+    pub const fn contains(self, trigger: Trigger) -> bool {
+        self.0 & trigger.bit() != 0
+    }
+
+    /// Whether no reason is known.
+    #[must_use]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The reasons, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = Trigger> {
+        Trigger::ALL.into_iter().filter(move |t| self.contains(*t))
+    }
+
+    pub(crate) fn with(self, trigger: Trigger) -> Self {
+        Self(self.0 | trigger.bit())
+    }
+}
+
+impl From<Trigger> for Triggers {
+    fn from(trigger: Trigger) -> Self {
+        Self(trigger.bit())
+    }
+}
+
+impl fmt::Display for Triggers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, trigger) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str("+")?;
+            }
+            f.write_str(trigger.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Triggers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Triggers({self})")
+    }
+}

@@ -1,0 +1,193 @@
+//! How events become keys: the primary's handler and secondary sources
+//! (`owns`, `watches`) mapped to primary keys.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+
+use super::context::Caches;
+use super::{Predicate, Trigger, Triggers};
+use crate::informer::{Event, Informer, InformerError, Subscription};
+use crate::queue::{Priority, WorkQueue};
+use crate::source::Object;
+
+/// A source a controller subscribes to, with an optional predicate.
+///
+/// An [`Informer`] converts into a `Watch` with no predicate, so
+/// `.owns(pods, …)` and `.owns(Watch::new(pods).predicate(p), …)` both work.
+pub struct Watch<P: Object> {
+    informer: Informer<P>,
+    predicate: Option<Predicate<P>>,
+}
+
+impl<P: Object> Watch<P> {
+    /// Every event of `informer`.
+    #[must_use]
+    pub fn new(informer: Informer<P>) -> Self {
+        Self {
+            informer,
+            predicate: None,
+        }
+    }
+
+    /// Only the events `predicate` passes (combine predicates with
+    /// [`Predicate::and`] rather than calling this twice: the last call wins).
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate<P>) -> Self {
+        self.predicate = Some(predicate);
+        self
+    }
+}
+
+impl<P: Object> From<Informer<P>> for Watch<P> {
+    fn from(informer: Informer<P>) -> Self {
+        Self::new(informer)
+    }
+}
+
+impl<P: Object> fmt::Debug for Watch<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch")
+            .field("source", &self.informer.name())
+            .field("filtered", &self.predicate.is_some())
+            .finish()
+    }
+}
+
+/// Puts keys into the controller's queue, remembering why.
+pub(crate) struct Enqueue<K: crate::QueueKey> {
+    pub(crate) queue: WorkQueue<K>,
+    pub(crate) triggers: Arc<DashMap<K, Triggers>>,
+    pub(crate) background: Priority,
+}
+
+impl<K: crate::QueueKey> Clone for Enqueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            triggers: Arc::clone(&self.triggers),
+            background: self.background,
+        }
+    }
+}
+
+impl<K: crate::QueueKey> Enqueue<K> {
+    /// Queues `key` now, at the background priority for initial lists and
+    /// resyncs (so fresh changes go first), else at normal priority.
+    pub(crate) fn push(&self, key: K, trigger: Trigger, background: bool) {
+        let priority = if background {
+            self.background
+        } else {
+            Priority::NORMAL
+        };
+        self.note(&key, trigger);
+        self.queue.add_prioritized(key, priority);
+    }
+
+    /// Records `trigger` for the key's next reconcile.
+    pub(crate) fn note(&self, key: &K, trigger: Trigger) {
+        let mut triggers = self.triggers.entry(key.clone()).or_default();
+        *triggers = triggers.with(trigger);
+    }
+
+    /// Takes the reasons recorded for `key`'s reconcile starting now.
+    pub(crate) fn take(&self, key: &K) -> Triggers {
+        self.triggers
+            .remove(key)
+            .map(|(_, t)| t)
+            .unwrap_or_default()
+    }
+}
+
+/// A subscription whose sync can be awaited without knowing its type.
+pub(crate) trait Synced: Send + Sync {
+    fn wait_synced(&self, timeout: Duration) -> BoxFuture<'_, Result<(), InformerError>>;
+}
+
+impl<P: Object> Synced for Subscription<P> {
+    fn wait_synced(&self, timeout: Duration) -> BoxFuture<'_, Result<(), InformerError>> {
+        Box::pin(Subscription::wait_synced(self, timeout))
+    }
+}
+
+/// The primary source: each object's own key.
+pub(crate) fn subscribe_primary<O: Object>(
+    watch: &Watch<O>,
+    sink: Enqueue<O::Key>,
+) -> Box<dyn Synced>
+where
+    O::Key: crate::QueueKey,
+{
+    let predicate = watch.predicate.clone();
+    Box::new(watch.informer.subscribe(move |event: &Event<O>| {
+        if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
+            return;
+        }
+        let trigger = match event {
+            Event::Initial(_) => Trigger::Initial,
+            Event::Applied { .. } => Trigger::Changed,
+            Event::Deleted(_) => Trigger::Deleted,
+            Event::Resync(_) => Trigger::Resync,
+        };
+        sink.push(event.object().key(), trigger, is_background(event));
+    }))
+}
+
+/// Maps a secondary object to the primary keys it concerns.
+pub(crate) type KeyMap<P, K> = Arc<dyn Fn(&P) -> Vec<K> + Send + Sync>;
+
+/// A secondary source (`owns` or `watches`), with its type erased.
+pub(crate) trait Secondary<K: crate::QueueKey>: Send + Sync {
+    fn subscribe(&self, sink: Enqueue<K>) -> Box<dyn Synced>;
+    fn add_cache(&self, caches: &mut Caches);
+}
+
+pub(crate) struct Mapped<P: Object, K> {
+    pub(crate) watch: Watch<P>,
+    pub(crate) map: KeyMap<P, K>,
+    pub(crate) trigger: Trigger,
+}
+
+impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
+    fn subscribe(&self, sink: Enqueue<K>) -> Box<dyn Synced> {
+        let map = Arc::clone(&self.map);
+        let predicate = self.watch.predicate.clone();
+        let trigger = self.trigger;
+        Box::new(self.watch.informer.subscribe(move |event: &Event<P>| {
+            if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
+                return;
+            }
+            let background = is_background(event);
+            let mut keys = map(event.object());
+            // An update that moved the object to another owner concerns both.
+            if let Event::Applied { old: Some(old), .. } = event {
+                for key in map(old) {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+            for key in keys {
+                sink.push(key, trigger, background);
+            }
+        }))
+    }
+
+    fn add_cache(&self, caches: &mut Caches) {
+        caches.push(self.watch.informer.store());
+    }
+}
+
+impl<P: Object> Watch<P> {
+    pub(crate) fn informer(&self) -> &Informer<P> {
+        &self.informer
+    }
+}
+
+/// Initial lists and resyncs re-check what may not have changed: background work.
+fn is_background<P>(event: &Event<P>) -> bool {
+    matches!(event, Event::Initial(_) | Event::Resync(_))
+}

@@ -1,0 +1,174 @@
+//! A worker: take a key, read the current object, reconcile, act on the
+//! outcome, `done`. Panics and timeouts are caught here.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::context::Caches;
+use super::watch::Enqueue;
+use super::{
+    Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, jittered,
+};
+use crate::informer::Store;
+use crate::source::Object;
+
+/// What the workers share: one per controller run.
+pub(super) struct Worker<O: Object, R> {
+    pub(super) name: String,
+    pub(super) store: Store<O>,
+    pub(super) reconciler: R,
+    pub(super) sink: Enqueue<O::Key>,
+    pub(super) caches: Arc<Caches>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) observer: Arc<dyn ControllerObserver>,
+    pub(super) fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
+}
+
+/// How a reconcile call ended.
+enum Ran<E> {
+    Returned(Result<Action, E>),
+    Panicked(String),
+    TimedOut,
+    Cancelled,
+}
+
+impl<O: Object, R: Reconciler<O>> Worker<O, R> {
+    /// Processes keys until the queue shuts down.
+    pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
+        while let Some(key) = self.sink.queue.get().await {
+            self.process(key, &hard_stop).await;
+        }
+    }
+
+    async fn process(&self, key: O::Key, hard_stop: &CancellationToken) {
+        let queue = &self.sink.queue;
+        let triggers = self.sink.take(&key);
+        let attempt = queue.retries(&key).saturating_add(1);
+        let cancel = hard_stop.child_token();
+        let ctx = Context {
+            key: key.clone(),
+            object: self.store.get(&key),
+            attempt,
+            triggers,
+            cancel: cancel.clone(),
+            caches: Arc::clone(&self.caches),
+            fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
+        };
+        let span = tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            key = ?key,
+            attempt,
+            trigger = %triggers,
+        );
+        self.observer.reconcile_started();
+        let started = Instant::now();
+        let ran = self.call(ctx, &cancel).instrument(span.clone()).await;
+        cancel.cancel();
+        let took = started.elapsed();
+        let outcome = span.in_scope(|| self.settle(&key, ran, took));
+        self.observer.reconcile_finished(outcome, took);
+        // Cannot fail: this worker took `key` from the queue.
+        let _ = queue.done(&key);
+    }
+
+    async fn call(&self, ctx: Context<O>, cancel: &CancellationToken) -> Ran<R::Error> {
+        let reconcile = AssertUnwindSafe(self.reconciler.reconcile(ctx)).catch_unwind();
+        let limited = async {
+            match self.timeout {
+                Some(limit) => tokio::time::timeout(limit, reconcile).await.ok(),
+                None => Some(reconcile.await),
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Ran::Cancelled,
+            ran = limited => match ran {
+                None => Ran::TimedOut,
+                Some(Ok(result)) => Ran::Returned(result),
+                Some(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
+            },
+        }
+    }
+
+    /// Acts on the outcome: forget or back off, requeue, log.
+    fn settle(&self, key: &O::Key, ran: Ran<R::Error>, took: Duration) -> Outcome {
+        let queue = &self.sink.queue;
+        match ran {
+            Ran::Returned(Ok(Action::Done)) => {
+                queue.forget(key);
+                tracing::debug!(?took, "reconciled");
+                Outcome::Success
+            }
+            Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
+                queue.forget(key);
+                self.sink.note(key, Trigger::Requeue);
+                queue.add_after(key.clone(), delay);
+                tracing::debug!(?took, ?delay, "reconciled, requeue requested");
+                if delay.is_zero() {
+                    Outcome::Requeue
+                } else {
+                    Outcome::RequeueAfter
+                }
+            }
+            Ran::Returned(Err(error)) => match self.reconciler.error_policy(&error) {
+                ErrorPolicy::Terminal => {
+                    queue.forget(key);
+                    tracing::error!(%error, "reconcile failed with a terminal error, not retrying");
+                    Outcome::TerminalError
+                }
+                ErrorPolicy::Retry => {
+                    self.retry(key);
+                    tracing::warn!(%error, "reconcile failed, retrying with backoff");
+                    Outcome::Error
+                }
+            },
+            Ran::Panicked(message) => {
+                self.retry(key);
+                tracing::error!(panic = %message, "reconcile panicked, retrying with backoff");
+                Outcome::Panic
+            }
+            Ran::TimedOut => {
+                self.retry(key);
+                tracing::warn!(timeout = ?self.timeout, "reconcile timed out, retrying with backoff");
+                Outcome::Timeout
+            }
+            Ran::Cancelled => {
+                tracing::debug!("reconcile cancelled");
+                Outcome::Cancelled
+            }
+        }
+    }
+
+    fn retry(&self, key: &O::Key) {
+        self.sink.note(key, Trigger::Retry);
+        self.sink.queue.add_rate_limited(key.clone());
+    }
+
+    /// Re-enqueues every cached primary key each (jittered) period.
+    pub(super) async fn resync_every(self: Arc<Self>, period: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(jittered(period)) => {}
+            }
+            for object in self.store.list() {
+                self.sink.push(object.key(), Trigger::Resync, true);
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| String::from("non-string panic payload"))
+}
