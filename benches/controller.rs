@@ -1,0 +1,2 @@
+//! Controller benchmarks (filled in with the controller issue).
+fn main() {}
