@@ -262,7 +262,7 @@ impl Manager {
     /// Stops the layers in reverse order within the graceful-shutdown
     /// timeout; aborts what is left when it passes or a second signal comes.
     async fn stop(
-        &self,
+        &mut self,
         layers: &mut Layers,
         status: &Status,
         force: &CancellationToken,
@@ -293,7 +293,7 @@ impl Manager {
         ended
     }
 
-    async fn stop_in_order(&self, layers: &mut Layers, status: &Status) -> Exit {
+    async fn stop_in_order(&mut self, layers: &mut Layers, status: &Status) -> Exit {
         let mut first = layers.controllers.stop().await;
         if let Some(elector) = &self.elector {
             let _ = layers.election.stop().await;
