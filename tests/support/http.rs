@@ -26,11 +26,19 @@ pub async fn get(address: SocketAddr, path: &str) -> Response {
 }
 
 async fn get_inner(address: SocketAddr, path: &str) -> Response {
-    let mut stream = TcpStream::connect(address).await.expect("connect to the manager");
+    let mut stream = TcpStream::connect(address)
+        .await
+        .expect("connect to the manager");
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send the request");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read the response");
+    stream
+        .read_to_end(&mut raw)
+        .await
+        .expect("read the response");
     let raw = String::from_utf8(raw).expect("a UTF-8 response");
     let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
     let mut lines = head.lines();
@@ -149,7 +157,10 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
 }
 
 /// Parses `key="value",…}` and returns what follows the brace.
-fn parse_labels<'a>(mut rest: &'a str, labels: &mut BTreeMap<String, String>) -> Result<&'a str, String> {
+fn parse_labels<'a>(
+    mut rest: &'a str,
+    labels: &mut BTreeMap<String, String>,
+) -> Result<&'a str, String> {
     loop {
         rest = rest.trim_start_matches(',').trim_start();
         if let Some(after) = rest.strip_prefix('}') {
