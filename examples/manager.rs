@@ -12,7 +12,6 @@
 //! curl http://127.0.0.1:PORT/metrics
 //! ```
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use tend::controller::{Action, Context, Reconciler};
@@ -77,11 +76,18 @@ fn arg(name: &str) -> Option<String> {
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let seconds: u64 = arg("--seconds").map_or(Ok(3), |s| s.parse())?;
-    let address = arg("--addr").unwrap_or_else(|| "127.0.0.1:0".to_owned()).parse()?;
+    let address = arg("--addr")
+        .unwrap_or_else(|| "127.0.0.1:0".to_owned())
+        .parse()?;
 
     let lights = MemoryStore::new("lights");
     for room in ["hall", "kitchen", "study"] {
-        lights.create(Light { room: room.into(), want_on: false, is_on: false, version: Revision::ZERO })?;
+        lights.create(Light {
+            room: room.into(),
+            want_on: false,
+            is_on: false,
+            version: Revision::ZERO,
+        })?;
     }
 
     let election = InProcessElection::new("lights-controller");
@@ -92,7 +98,13 @@ async fn main() -> Result<(), BoxError> {
         .build()?;
     let informer = manager.informer("lights", || Informer::builder(lights.clone()).build())?;
     let controller = manager
-        .controller("lights", &informer, Switch { lights: lights.clone() })
+        .controller(
+            "lights",
+            &informer,
+            Switch {
+                lights: lights.clone(),
+            },
+        )
         .build()?;
     manager.add_controller(controller)?;
 

@@ -63,9 +63,9 @@ impl<K: QueueKey> QueueView for WorkQueue<K> {
     }
 
     fn oldest_in_flight(&self, limit: usize) -> Vec<(String, Duration)> {
-        let mut keys = self.in_flight();
-        keys.sort_by(|a, b| b.age.cmp(&a.age));
-        keys.into_iter()
+        // `in_flight` lists the oldest first.
+        self.in_flight()
+            .into_iter()
             .take(limit)
             .map(|k| (format!("{:?}", k.key), k.age))
             .collect()

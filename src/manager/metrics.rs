@@ -3,8 +3,9 @@
 //!
 //! Counters are registered without their `_total` suffix: prometheus-client
 //! appends it. Reconcile and queue measurements are pushed by the
-//! [`ControllerObserver`] and [`QueueObserver`] implemented here; the ages of
-//! in-flight work and the informers' counters are pulled at scrape time by
+//! [`ControllerObserver`] and [`QueueObserver`] implemented here; queue
+//! depths, the ages of in-flight work and the informers' counters are pulled
+//! at scrape time by
 //! [`Pulled`], so no timer task is needed.
 
 use std::sync::Arc;
@@ -80,7 +81,6 @@ pub(super) struct Metrics {
     reconcile_time: HistogramFamily<ControllerLabels>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
-    depth: Family<QueueLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
     queue_duration: HistogramFamily<QueueLabels>,
     work_duration: HistogramFamily<QueueLabels>,
@@ -101,7 +101,6 @@ impl Metrics {
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
-            depth: Family::default(),
             adds: Family::default(),
             queue_duration: Family::new_with_constructor(workqueue_histogram),
             work_duration: Family::new_with_constructor(workqueue_histogram),
@@ -167,11 +166,6 @@ impl Metrics {
     fn register_queue_families(&self, registry: &mut Registry) {
         let r = registry;
         r.register(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            self.depth.clone(),
-        );
-        r.register(
             "workqueue_adds",
             "Total number of adds handled by workqueue",
             self.adds.clone(),
@@ -220,7 +214,6 @@ impl Metrics {
     pub(super) fn queue_observer(&self, name: &str) -> Arc<QueueMetrics> {
         let labels = queue_labels(name);
         Arc::new(QueueMetrics {
-            depth: self.depth.get_or_create_owned(&labels),
             adds: self.adds.get_or_create_owned(&labels),
             queue_duration: self.queue_duration.get_or_create_owned(&labels),
             work_duration: self.work_duration.get_or_create_owned(&labels),
@@ -314,7 +307,6 @@ impl ControllerObserver for ControllerMetrics {
 /// One controller's queue metrics.
 #[derive(Debug)]
 pub(super) struct QueueMetrics {
-    depth: Gauge,
     adds: Counter,
     queue_duration: Histogram,
     work_duration: Histogram,
@@ -324,10 +316,6 @@ pub(super) struct QueueMetrics {
 impl QueueObserver for QueueMetrics {
     fn added(&self) {
         self.adds.inc();
-    }
-
-    fn depth(&self, ready: usize) {
-        self.depth.set(i64::try_from(ready).unwrap_or(i64::MAX));
     }
 
     fn queued_for(&self, waited: Duration) {
@@ -373,6 +361,16 @@ impl Collector for Pulled {
             .iter()
             .map(|(labels, queue)| (labels.clone(), queue.stats()))
             .collect();
+        // Pulled rather than pushed: pushed depths, reported outside the
+        // queue's lock by concurrent workers, can arrive out of order.
+        encode_gauges(
+            &mut encoder,
+            "workqueue_depth",
+            "Current depth of workqueue",
+            queues
+                .iter()
+                .map(|(l, s)| (l, i64::try_from(s.ready).unwrap_or(i64::MAX))),
+        )?;
         encode_gauges(
             &mut encoder,
             "workqueue_unfinished_work_seconds",

@@ -51,6 +51,8 @@
 //! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys with their age in seconds |
 
 mod builder;
+// Without `http`, parts only the endpoints read are unused.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod erased;
 mod group;
 #[cfg(feature = "http")]
@@ -59,6 +61,7 @@ mod leader;
 mod metrics;
 mod run;
 mod signals;
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod status;
 
 use std::fmt;

@@ -105,7 +105,7 @@ impl Leadership {
 }
 
 impl Manager {
-    /// Runs everything until shutdown (see the [module docs](self) for the
+    /// Runs everything until shutdown (see the [module docs](crate::manager) for the
     /// order).
     ///
     /// # Errors
