@@ -50,7 +50,7 @@ fn writes_get_increasing_revisions_and_versions() {
     let a = store.create(Pod::new("a", "x", 1)).unwrap();
     let b = store.create(Pod::new("b", "x", 1)).unwrap();
     assert_eq!((a.version, b.version), (Revision::new(1), Revision::new(2)));
-    let mut a2 = a.clone();
+    let mut a2 = a;
     a2.status = 7;
     let a2 = store.update(a2).unwrap();
     assert_eq!(a2.version, Revision::new(3));
@@ -139,15 +139,15 @@ fn generation_moves_only_when_the_spec_changes() {
     let store = store();
     let pod = store.create(Pod::new("a", "x", 1)).unwrap();
     assert_eq!(pod.generation, 1);
-    let mut status_only = pod.clone();
+    let mut status_only = pod;
     status_only.status = 5;
     let pod = store.update(status_only).unwrap();
     assert_eq!(pod.generation, 1, "status change keeps the generation");
-    let mut spec = pod.clone();
+    let mut spec = pod;
     spec.spec = 2;
     let pod = store.update(spec).unwrap();
     assert_eq!(pod.generation, 2, "spec change bumps the generation");
-    let mut put = pod.clone();
+    let mut put = pod;
     put.spec = 3;
     put.version = Revision::ZERO;
     assert_eq!(store.put(put).generation, 3, "put bumps it too");
