@@ -78,13 +78,13 @@ impl Reconciler<Item> for Arc<NoOp> {
 fn run_until(
     runtime: &tokio::runtime::Runtime,
     store: &MemoryStore<Item>,
-    reconciler: Arc<NoOp>,
+    reconciler: &Arc<NoOp>,
     write: impl FnOnce(),
     finished: impl Fn(&NoOp) -> bool,
 ) -> Duration {
     runtime.block_on(async {
         let informer = Informer::builder(store.clone()).build().expect("valid");
-        let controller = Controller::builder("bench", &informer, Arc::clone(&reconciler))
+        let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
             .build()
             .expect("valid");
@@ -96,7 +96,7 @@ fn run_until(
         });
         let run = tokio::spawn(controller.run(stop.clone()));
         write();
-        while !finished(&reconciler) {
+        while !finished(reconciler) {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         let took = start.elapsed();
@@ -149,7 +149,7 @@ fn main() {
     let took = run_until(
         &runtime,
         &store,
-        reconciler,
+        &reconciler,
         || {},
         |r| r.done.lock().expect("not poisoned").len() == OBJECTS as usize,
     );
@@ -176,7 +176,7 @@ fn main() {
     let took = run_until(
         &runtime,
         &store,
-        Arc::clone(&reconciler),
+        &reconciler,
         move || {
             std::thread::spawn(move || {
                 for n in 0..UPDATES {
@@ -210,7 +210,7 @@ fn main() {
     run_until(
         &runtime,
         &store,
-        Arc::clone(&reconciler),
+        &reconciler,
         move || {
             std::thread::spawn(move || {
                 let start = Instant::now();

@@ -248,10 +248,13 @@ async fn converges_after_create_scale_and_delete_and_recreates_deleted_members()
     world.shut_down().await;
 }
 
+/// One recorded reconcile: key, triggers, attempt, start.
+type Run = (String, Vec<Trigger>, u32, Instant);
+
 /// Records every reconcile: its triggers, attempt, and overlap per key.
 #[derive(Default)]
 struct Probe {
-    runs: Mutex<Vec<(String, Vec<Trigger>, u32, Instant)>>,
+    runs: Mutex<Vec<Run>>,
     running: Mutex<HashSet<String>>,
     overlaps: AtomicUsize,
     fail_first: usize,
