@@ -1052,3 +1052,68 @@ mod state_machine {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_reconnect_backoff_doubles_then_resets_after_two_healthy_minutes() {
+    let store = seeded(&["a"]);
+    store
+        .set_faults(Faults {
+            cut_after: NonZeroUsize::new(1),
+            ..Faults::default()
+        })
+        .unwrap();
+    let informer = informer(&store);
+    let running = Running::start(&informer);
+    synced_and_watching(&informer, &store, 1).await;
+    // Four changes already in the history: every watch delivers one, is cut,
+    // and the informer backs off before the next.
+    for name in ["b", "c", "d", "e"] {
+        store.create(Pod::new(name, "x", 1)).unwrap();
+    }
+    let mut opened = vec![Instant::now()];
+    for watches in 2..=5 {
+        wait_until("the next watch", Duration::from_secs(60), || {
+            store.stats().watches == watches
+        })
+        .await;
+        opened.push(Instant::now());
+    }
+    let gaps: Vec<f64> = opened
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]).as_secs_f64())
+        .collect();
+    for (gap, expected) in gaps.iter().zip([0.8, 1.6, 3.2, 6.4]) {
+        assert!(
+            (gap - expected).abs() <= expected * 0.2 + 0.02,
+            "backoff gaps {gaps:?}"
+        );
+    }
+
+    // The fifth watch stays up for three minutes before it is cut: the next
+    // delay starts again from 800 ms (it would be 12.8 s otherwise).
+    tokio::time::sleep(Duration::from_secs(180)).await;
+    store.create(Pod::new("f", "x", 1)).unwrap();
+    let cut = Instant::now();
+    wait_until("the sixth watch", Duration::from_secs(60), || {
+        store.stats().watches == 6
+    })
+    .await;
+    let delay = (Instant::now() - cut).as_secs_f64();
+    assert!(
+        (0.62..=0.98).contains(&delay),
+        "delay after a healthy period {delay}"
+    );
+    assert_cache_matches(&informer, &store);
+    running.stop().await;
+}
+
+#[test]
+fn handles_are_cheap_to_share_across_tasks() {
+    fn shareable<T: Clone + Send + Sync + 'static>() {}
+    fn sendable<T: Send + Sync + 'static>() {}
+    shareable::<Informer<Pod>>();
+    shareable::<tend::Store<Pod>>();
+    shareable::<MemoryStore<Pod>>();
+    sendable::<tend::Subscription<Pod>>();
+    sendable::<tend::Event<Pod>>();
+}
