@@ -16,6 +16,7 @@ use crate::source::Object;
 /// # Examples
 ///
 /// ```
+/// use tend::Event;
 /// use tend::controller::Predicate;
 /// # #[derive(Clone)] struct Widget { replicas: u32 }
 /// # impl tend::Object for Widget {
@@ -26,7 +27,7 @@ use crate::source::Object;
 /// # }
 ///
 /// let spec_or_big: Predicate<Widget> = Predicate::generation_changed()
-///     .or(Predicate::new(|event| event.object().replicas > 10));
+///     .or(Predicate::new(|event: &Event<Widget>| event.object().replicas > 10));
 /// ```
 pub struct Predicate<O>(Arc<PredicateFn<O>>);
 
