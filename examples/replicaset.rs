@@ -192,10 +192,10 @@ async fn run_chaos(
 ) {
     let mut round = 0u32;
     let mut tick = tokio::time::interval_at(clock + Duration::from_secs(2), Duration::from_secs(2));
-    while !stop.is_cancelled() {
+    loop {
         tokio::select! {
             _ = tick.tick() => {}
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => break,
         }
         round += 1;
         let all = pods.snapshot().objects;
@@ -223,6 +223,8 @@ async fn run_chaos(
             }
         }
     }
+    // The end of chaos brings every node back.
+    down.lock().expect("not poisoned").clear();
 }
 
 /// Measures how long the running pods stay below the declared replicas.
