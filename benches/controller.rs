@@ -1,2 +1,236 @@
-//! Controller benchmarks (filled in with the controller issue).
-fn main() {}
+//! Controller benchmarks with a no-op reconciler on the memory backend, each
+//! beside a baseline measured in the same run: the same objects pushed
+//! through a tokio mpsc to a single task. Run with
+//! `cargo bench --bench controller`; it prints one line per figure.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::memory::MemoryStore;
+use tend::{Informer, Object, Revision};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone)]
+struct Item {
+    id: u64,
+    value: u64,
+    written: Instant,
+    version: Revision,
+}
+
+impl Object for Item {
+    type Key = u64;
+    fn key(&self) -> u64 {
+        self.id
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+}
+
+fn item(id: u64, value: u64) -> Item {
+    Item {
+        id,
+        value,
+        written: Instant::now(),
+        version: Revision::ZERO,
+    }
+}
+
+/// Counts reconciles and remembers the keys that reached a target value.
+#[derive(Default)]
+struct NoOp {
+    reconciles: AtomicUsize,
+    done: Mutex<HashSet<u64>>,
+    target: u64,
+    latencies: Mutex<Vec<Duration>>,
+}
+
+impl Reconciler<Item> for Arc<NoOp> {
+    type Error = Infallible;
+
+    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Infallible> {
+        self.reconciles.fetch_add(1, Ordering::Relaxed);
+        if let Some(item) = ctx.object() {
+            if self.target == u64::MAX {
+                self.latencies
+                    .lock()
+                    .expect("not poisoned")
+                    .push(item.written.elapsed());
+            } else if item.value >= self.target {
+                self.done.lock().expect("not poisoned").insert(item.id);
+            }
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Runs a controller over `store` until `finished` holds; returns the time.
+fn run_until(
+    runtime: &tokio::runtime::Runtime,
+    store: &MemoryStore<Item>,
+    reconciler: &Arc<NoOp>,
+    write: impl FnOnce(),
+    finished: impl Fn(&NoOp) -> bool,
+) -> Duration {
+    runtime.block_on(async {
+        let informer = Informer::builder(store.clone()).build().expect("valid");
+        let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
+            .concurrency(NonZeroUsize::new(4).expect("non-zero"))
+            .build()
+            .expect("valid");
+        let stop = CancellationToken::new();
+        let start = Instant::now();
+        let informer_task = tokio::spawn({
+            let (informer, stop) = (informer.clone(), stop.clone());
+            async move { informer.run(stop).await }
+        });
+        let run = tokio::spawn(controller.run(stop.clone()));
+        write();
+        while !finished(reconciler) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let took = start.elapsed();
+        stop.cancel();
+        run.await.expect("task").expect("controller");
+        informer_task.await.expect("task").expect("informer");
+        took
+    })
+}
+
+/// The baseline: the same objects through an mpsc to one task.
+fn mpsc_baseline(runtime: &tokio::runtime::Runtime, objects: Vec<Item>) -> Duration {
+    runtime.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        let consumer = tokio::spawn(async move {
+            let mut seen = 0usize;
+            while let Some(item) = rx.recv().await {
+                std::hint::black_box::<&Arc<Item>>(&item);
+                seen += 1;
+            }
+            seen
+        });
+        for object in objects {
+            tx.send(Arc::new(object)).expect("open");
+        }
+        drop(tx);
+        consumer.await.expect("consumer");
+        start.elapsed()
+    })
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime");
+
+    // 1. Initial sync of 100k objects until every key reconciled once.
+    const OBJECTS: u64 = 100_000;
+    let store = MemoryStore::new("items");
+    for id in 0..OBJECTS {
+        store.put(item(id, 1));
+    }
+    let reconciler = Arc::new(NoOp {
+        target: 1,
+        ..NoOp::default()
+    });
+    let took = run_until(
+        &runtime,
+        &store,
+        &reconciler,
+        || {},
+        |r| r.done.lock().expect("not poisoned").len() == OBJECTS as usize,
+    );
+    let base = mpsc_baseline(&runtime, (0..OBJECTS).map(|id| item(id, 1)).collect());
+    println!(
+        "initial sync, 100k objects: {took:.2?} ({:.0} objects/s); mpsc baseline {base:.2?}; ratio {:.2}",
+        OBJECTS as f64 / took.as_secs_f64(),
+        took.as_secs_f64() / base.as_secs_f64()
+    );
+
+    // 2. Update storm: 1M updates over 10k keys, until every key reconciled
+    //    at its final version.
+    const KEYS: u64 = 10_000;
+    const UPDATES: u64 = 1_000_000;
+    let store = MemoryStore::new("storm");
+    for id in 0..KEYS {
+        store.put(item(id, 0));
+    }
+    let reconciler = Arc::new(NoOp {
+        target: UPDATES / KEYS,
+        ..NoOp::default()
+    });
+    let writer = store.clone();
+    let took = run_until(
+        &runtime,
+        &store,
+        &reconciler,
+        move || {
+            std::thread::spawn(move || {
+                for n in 0..UPDATES {
+                    writer.put(item(n % KEYS, n / KEYS + 1));
+                }
+            });
+        },
+        |r| r.done.lock().expect("not poisoned").len() == KEYS as usize,
+    );
+    let reconciles = reconciler.reconciles.load(Ordering::Relaxed);
+    let base = mpsc_baseline(
+        &runtime,
+        (0..UPDATES).map(|n| item(n % KEYS, n / KEYS + 1)).collect(),
+    );
+    println!(
+        "update storm, 1M updates over 10k keys: {took:.2?}, {reconciles} reconciles ({:.2} per key); mpsc baseline {base:.2?}; ratio {:.2}",
+        reconciles as f64 / KEYS as f64,
+        took.as_secs_f64() / base.as_secs_f64()
+    );
+
+    // 3. Latency: 20k updates/s for 5 s, backend write → reconcile start.
+    let store = MemoryStore::new("latency");
+    for id in 0..1_000 {
+        store.put(item(id, 0));
+    }
+    let reconciler = Arc::new(NoOp {
+        target: u64::MAX,
+        ..NoOp::default()
+    });
+    let writer = store.clone();
+    run_until(
+        &runtime,
+        &store,
+        &reconciler,
+        move || {
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                for n in 0..100_000u64 {
+                    let due = start + Duration::from_micros(n * 50);
+                    while Instant::now() < due {
+                        std::hint::spin_loop();
+                    }
+                    writer.put(item(n % 1_000, n));
+                }
+            });
+        },
+        |r| r.latencies.lock().expect("not poisoned").len() >= 50_000,
+    );
+    let mut latencies = reconciler.latencies.lock().expect("not poisoned").clone();
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() as f64) * q) as usize];
+    println!(
+        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {:.2?}, p99 {:.2?}",
+        at(0.50),
+        at(0.99)
+    );
+}

@@ -149,6 +149,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
 
     /// Where reconciles get their [`Context::fencing_token`] (set by the
     /// manager under leader election).
+    #[allow(dead_code)] // the manager (issue 5) is its caller
     pub(crate) fn set_fencing_token(&mut self, token: Arc<dyn Fn() -> Option<u64> + Send + Sync>) {
         self.fencing_token = Some(token);
     }

@@ -7,7 +7,7 @@ use crate::informer::Event;
 use crate::source::Object;
 
 /// Decides whether an event enqueues its keys. Combine with
-/// [`and`](Predicate::and), [`or`](Predicate::or) and [`not`](Predicate::not).
+/// [`and`](Predicate::and), [`or`](Predicate::or) and `!`.
 ///
 /// The built-in predicates only filter updates (an [`Event::Applied`] with
 /// an old state): creations, deletions, initial lists and resyncs always pass,
@@ -16,6 +16,7 @@ use crate::source::Object;
 /// # Examples
 ///
 /// ```
+/// use tend::Event;
 /// use tend::controller::Predicate;
 /// # #[derive(Clone)] struct Widget { replicas: u32 }
 /// # impl tend::Object for Widget {
@@ -26,9 +27,11 @@ use crate::source::Object;
 /// # }
 ///
 /// let spec_or_big: Predicate<Widget> = Predicate::generation_changed()
-///     .or(Predicate::new(|event| event.object().replicas > 10));
+///     .or(Predicate::new(|event: &Event<Widget>| event.object().replicas > 10));
 /// ```
-pub struct Predicate<O>(Arc<dyn Fn(&Event<O>) -> bool + Send + Sync>);
+pub struct Predicate<O>(Arc<PredicateFn<O>>);
+
+type PredicateFn<O> = dyn Fn(&Event<O>) -> bool + Send + Sync;
 
 impl<O: Object> Predicate<O> {
     /// A custom predicate over events.
@@ -74,16 +77,19 @@ impl<O: Object> Predicate<O> {
         Self::new(move |event| self.matches(event) || other.matches(event))
     }
 
-    /// Passes events that this one drops.
-    #[must_use]
-    pub fn not(self) -> Self {
-        Self::new(move |event| !self.matches(event))
-    }
-
     /// Whether `event` passes.
     #[must_use]
     pub fn matches(&self, event: &Event<O>) -> bool {
         (self.0)(event)
+    }
+}
+
+/// `!predicate` passes the events `predicate` drops.
+impl<O: Object> std::ops::Not for Predicate<O> {
+    type Output = Self;
+
+    fn not(self) -> Self {
+        Self::new(move |event| !self.matches(event))
     }
 }
 

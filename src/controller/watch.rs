@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use futures::future::BoxFuture;
+use tokio::time::Instant;
 
 use super::context::Caches;
 use super::{Predicate, Trigger, Triggers};
@@ -60,8 +61,17 @@ impl<P: Object> fmt::Debug for Watch<P> {
 /// Puts keys into the controller's queue, remembering why.
 pub(crate) struct Enqueue<K: crate::QueueKey> {
     pub(crate) queue: WorkQueue<K>,
-    pub(crate) triggers: Arc<DashMap<K, Triggers>>,
+    pub(crate) triggers: Arc<DashMap<K, Pending>>,
     pub(crate) background: Priority,
+}
+
+/// The reasons recorded for a key's next reconcile.
+#[derive(Default)]
+pub(crate) struct Pending {
+    now: Triggers,
+    /// A retry or requeue timer: it is the reason only if the run starts at
+    /// or after its deadline (an earlier run cancelled it).
+    timer: Option<(Trigger, Instant)>,
 }
 
 impl<K: crate::QueueKey> Clone for Enqueue<K> {
@@ -89,16 +99,25 @@ impl<K: crate::QueueKey> Enqueue<K> {
 
     /// Records `trigger` for the key's next reconcile.
     pub(crate) fn note(&self, key: &K, trigger: Trigger) {
-        let mut triggers = self.triggers.entry(key.clone()).or_default();
-        *triggers = triggers.with(trigger);
+        let mut pending = self.triggers.entry(key.clone()).or_default();
+        pending.now = pending.now.with(trigger);
+    }
+
+    /// Records a timer set for `key` (retry or requeue) due after `delay`.
+    pub(crate) fn note_timer(&self, key: &K, trigger: Trigger, delay: Duration) {
+        let mut pending = self.triggers.entry(key.clone()).or_default();
+        pending.timer = Instant::now().checked_add(delay).map(|due| (trigger, due));
     }
 
     /// Takes the reasons recorded for `key`'s reconcile starting now.
     pub(crate) fn take(&self, key: &K) -> Triggers {
-        self.triggers
-            .remove(key)
-            .map(|(_, t)| t)
-            .unwrap_or_default()
+        let Some((_, pending)) = self.triggers.remove(key) else {
+            return Triggers::default();
+        };
+        match pending.timer {
+            Some((trigger, due)) if due <= Instant::now() => pending.now.with(trigger),
+            _ => pending.now,
+        }
     }
 }
 

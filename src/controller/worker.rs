@@ -108,7 +108,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
                 queue.forget(key);
-                self.sink.note(key, Trigger::Requeue);
+                self.sink.note_timer(key, Trigger::Requeue, delay);
                 queue.add_after(key.clone(), delay);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
                 if delay.is_zero() {
@@ -147,7 +147,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     fn retry(&self, key: &O::Key) {
-        self.sink.note(key, Trigger::Retry);
+        // The delay is the rate limiter's: record the retry as due now, so
+        // any run that follows reports it.
+        self.sink.note_timer(key, Trigger::Retry, Duration::ZERO);
         self.sink.queue.add_rate_limited(key.clone());
     }
 

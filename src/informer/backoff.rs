@@ -60,3 +60,47 @@ impl Backoff {
 pub(crate) fn jittered(period: Duration, rng: &mut fastrand::Rng) -> Duration {
     period.mul_f64(0.9 + 0.2 * rng.f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within(delay: Duration, expected_ms: u64) -> bool {
+        let expected = Duration::from_millis(expected_ms);
+        delay >= expected.mul_f64(0.8) && delay <= expected.mul_f64(1.2)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delays_double_up_to_the_maximum_then_reset_after_a_healthy_period() {
+        let mut backoff = Backoff::new(
+            Duration::from_millis(800),
+            Duration::from_secs(30),
+            Duration::from_secs(120),
+        );
+        for expected in [800, 1_600, 3_200, 6_400, 12_800, 25_600] {
+            let delay = backoff.next_delay();
+            assert!(within(delay, expected), "{delay:?} vs {expected} ms");
+        }
+        for _ in 0..3 {
+            assert!(backoff.next_delay() <= Duration::from_secs(30));
+        }
+        backoff.healthy();
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(
+            backoff.next_delay() >= Duration::from_secs(24),
+            "not healthy long enough"
+        );
+        backoff.healthy();
+        tokio::time::advance(Duration::from_secs(121)).await;
+        assert!(within(backoff.next_delay(), 800), "reset after two minutes");
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        for _ in 0..1_000 {
+            let delay = jittered(Duration::from_secs(10), &mut rng);
+            assert!(delay >= Duration::from_secs(9) && delay <= Duration::from_secs(11));
+        }
+    }
+}

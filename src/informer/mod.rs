@@ -285,7 +285,10 @@ impl<O: Object> Informer<O> {
     /// as [`Event::Initial`]. Dropping the returned [`Subscription`]
     /// unsubscribes.
     ///
-    /// Must not be called from inside a handler (that would deadlock).
+    /// The replay runs in the caller's thread while event delivery waits
+    /// (that is what makes it exact), so it costs one handler call per
+    /// cached object. Must not be called from inside a handler (that would
+    /// deadlock).
     pub fn subscribe<F>(&self, handler: F) -> Subscription<O>
     where
         F: FnMut(&Event<O>) + Send + 'static,

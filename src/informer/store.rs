@@ -280,8 +280,12 @@ impl<O: Object> Store<O> {
         with_events: bool,
     ) -> Replaced<O> {
         let shared = &*self.shared;
-        let mut events = Vec::new();
-        let mut stale = 0;
+        let mut diff = Diff {
+            events: Vec::new(),
+            stale: 0,
+            initial,
+            with_events,
+        };
         let mut fresh = Cache::with_capacity(shared.index_fns.len(), listed.len());
         {
             let old = shared.cache.read();
@@ -291,44 +295,69 @@ impl<O: Object> Store<O> {
                     None => object,
                 };
                 let key = object.key();
-                let kept = match old.objects.get(&key) {
-                    Some(cached) if cached.version() == object.version() => Arc::clone(cached),
-                    Some(cached) if cached.version() > object.version() => {
-                        stale += 1;
-                        Arc::clone(cached)
-                    }
-                    cached => {
-                        let new = Arc::new(object);
-                        if with_events {
-                            events.push(match (initial, cached) {
-                                (true, _) => Event::Initial(Arc::clone(&new)),
-                                (false, old) => Event::Applied {
-                                    old: old.cloned(),
-                                    new: Arc::clone(&new),
-                                },
-                            });
-                        }
-                        new
-                    }
-                };
+                let kept = diff.keep(old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
             }
-            if with_events {
-                for (key, object) in &old.objects {
-                    if !fresh.objects.contains_key(key) {
-                        events.push(Event::Deleted(Arc::clone(object)));
-                    }
-                }
-            }
+            diff.vanished(&old.objects, &fresh.objects);
         }
         fresh.index_all(&shared.index_fns);
         let old = std::mem::replace(&mut *shared.cache.write(), fresh);
-        Replaced { events, stale, old }
+        Replaced {
+            events: diff.events,
+            stale: diff.stale,
+            old,
+        }
     }
 
     /// A list of every cached object, for resyncs and late subscribers.
     pub(crate) fn snapshot(&self) -> Vec<Arc<O>> {
         self.list()
+    }
+}
+
+/// The differences a relist finds between the cache and the listed objects.
+struct Diff<O: Object> {
+    events: Vec<Event<O>>,
+    stale: u64,
+    initial: bool,
+    with_events: bool,
+}
+
+impl<O: Object> Diff<O> {
+    /// What to cache for a listed `object` whose cached state is `cached`:
+    /// the cached `Arc` when the version is the same (no event) or newer
+    /// (counted as stale), a new `Arc` otherwise (an event).
+    fn keep(&mut self, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
+        match cached {
+            Some(cached) if cached.version() == object.version() => return Arc::clone(cached),
+            Some(cached) if cached.version() > object.version() => {
+                self.stale += 1;
+                return Arc::clone(cached);
+            }
+            _ => {}
+        }
+        let new = Arc::new(object);
+        if self.with_events {
+            self.events.push(if self.initial {
+                Event::Initial(Arc::clone(&new))
+            } else {
+                Event::Applied {
+                    old: cached.cloned(),
+                    new: Arc::clone(&new),
+                }
+            });
+        }
+        new
+    }
+
+    /// Records a deletion for every cached object the list no longer has.
+    fn vanished(&mut self, old: &HashMap<O::Key, Arc<O>>, fresh: &HashMap<O::Key, Arc<O>>) {
+        if !self.with_events {
+            return;
+        }
+        let gone = old.iter().filter(|(key, _)| !fresh.contains_key(*key));
+        self.events
+            .extend(gone.map(|(_, object)| Event::Deleted(Arc::clone(object))));
     }
 }
 

@@ -62,3 +62,43 @@ impl<K: Eq + Hash> Tombstones<K> {
         self.previous.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tombstone_covers_versions_up_to_its_deletion() {
+        let mut tombstones = Tombstones::new();
+        assert!(!tombstones.covers(&"a", Revision::new(1)));
+        tombstones.insert("a", Revision::new(5));
+        assert!(tombstones.covers(&"a", Revision::new(4)));
+        assert!(tombstones.covers(&"a", Revision::new(5)));
+        assert!(
+            !tombstones.covers(&"a", Revision::new(6)),
+            "a re-creation is newer"
+        );
+        tombstones.forget(&"a");
+        assert!(!tombstones.covers(&"a", Revision::new(4)));
+    }
+
+    #[test]
+    fn memory_is_bounded_to_two_generations() {
+        let mut tombstones = Tombstones::new();
+        for key in 0..GENERATION * 3 {
+            tombstones.insert(key, Revision::new(key as u64));
+        }
+        assert!(tombstones.current.len() + tombstones.previous.len() <= 2 * GENERATION);
+        let last = GENERATION * 3 - 1;
+        assert!(
+            tombstones.covers(&last, Revision::ZERO),
+            "recent deletions are kept"
+        );
+        assert!(
+            !tombstones.covers(&0, Revision::ZERO),
+            "old ones are forgotten"
+        );
+        tombstones.clear();
+        assert!(!tombstones.covers(&last, Revision::ZERO));
+    }
+}

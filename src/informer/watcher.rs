@@ -103,14 +103,16 @@ impl<'a, O: Object> Runner<'a, O> {
     }
 
     /// The next timer deadline; timers only interrupt watching and backing
-    /// off (an interrupted list would have to start over).
+    /// off (an interrupted list or connect would have to start over). The
+    /// relist timer also cuts a backoff short: a list is a fresh start.
     fn next_deadline(&self, state: &State<O>) -> Option<Instant> {
         match state {
-            State::Watching { .. } => match (self.resync_at, self.relist_at) {
-                (Some(resync), Some(relist)) => Some(resync.min(relist)),
-                (resync, relist) => resync.or(relist),
-            },
-            State::Backoff { .. } => self.resync_at,
+            State::Watching { .. } | State::Backoff { .. } => {
+                match (self.resync_at, self.relist_at) {
+                    (Some(resync), Some(relist)) => Some(resync.min(relist)),
+                    (resync, relist) => resync.or(relist),
+                }
+            }
             State::List | State::Connect { .. } => None,
         }
     }
@@ -125,7 +127,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 .resync
                 .map(|period| now + jittered(period, &mut self.rng));
         }
-        if self.relist_at.is_some_and(|at| at <= now) && matches!(state, State::Watching { .. }) {
+        if self.relist_at.is_some_and(|at| at <= now) {
             tracing::debug!("relist timer fired");
             self.relist_at = None;
             *state = State::List;

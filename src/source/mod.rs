@@ -282,7 +282,10 @@ impl SourceError {
 /// Implement this to plug any system into tend. The contract:
 ///
 /// 1. [`list`](Source::list) returns every object at one revision `R`
-///    (a consistent snapshot), each object's version set.
+///    (a consistent snapshot), each object's version set: the revision of
+///    the write that produced it, so a changed object always carries a
+///    greater version than its previous state (the informer ignores a change
+///    whose version is not greater than the cached one's).
 /// 2. [`watch(R)`](Source::watch) returns a stream that delivers **every**
 ///    change with a revision greater than `R`, **in revision order**, each
 ///    exactly once — or ends, or yields an error. After an error the stream

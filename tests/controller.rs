@@ -1,0 +1,681 @@
+//! Public behaviour of `Controller` on the memory backend, with paused time.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tend::controller::{
+    Action, Context, Controller, ControllerError, ErrorPolicy, Predicate, Reconciler, Trigger,
+};
+use tend::memory::{Faults, MemoryStore};
+use tend::{Informer, Object, Revision};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, timeout};
+use tokio_util::sync::CancellationToken;
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone)]
+struct Set {
+    name: String,
+    replicas: usize,
+    version: Revision,
+    generation: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    name: String,
+    owner: String,
+    version: Revision,
+}
+
+impl Object for Set {
+    type Key = String;
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+    fn generation(&self) -> Option<u64> {
+        Some(self.generation)
+    }
+    fn set_generation(&mut self, generation: u64) {
+        self.generation = generation;
+    }
+    fn spec_changed(&self, old: &Self) -> bool {
+        self.replicas != old.replicas
+    }
+}
+
+impl Object for Member {
+    type Key = String;
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+}
+
+fn set(name: &str, replicas: usize) -> Set {
+    Set {
+        name: name.into(),
+        replicas,
+        version: Revision::ZERO,
+        generation: 0,
+    }
+}
+
+/// A world of sets and members with running informers.
+struct World {
+    sets: MemoryStore<Set>,
+    members: MemoryStore<Member>,
+    set_informer: Informer<Set>,
+    member_informer: Informer<Member>,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl World {
+    fn new(relist: Option<Duration>) -> Self {
+        let sets = MemoryStore::new("sets");
+        let members = MemoryStore::new("members");
+        let mut set_informer = Informer::builder(sets.clone());
+        let mut member_informer =
+            Informer::builder(members.clone()).index("owner", |m: &Member| vec![m.owner.clone()]);
+        if let Some(period) = relist {
+            set_informer = set_informer.relist_every(period);
+            member_informer = member_informer.relist_every(period);
+        }
+        let (set_informer, member_informer) = (
+            set_informer.build().expect("valid"),
+            member_informer.build().expect("valid"),
+        );
+        let stop = CancellationToken::new();
+        let tasks = vec![
+            tokio::spawn({
+                let (i, s) = (set_informer.clone(), stop.clone());
+                async move { i.run(s).await.expect("informer runs once") }
+            }),
+            tokio::spawn({
+                let (i, s) = (member_informer.clone(), stop.clone());
+                async move { i.run(s).await.expect("informer runs once") }
+            }),
+        ];
+        Self {
+            sets,
+            members,
+            set_informer,
+            member_informer,
+            stop,
+            tasks,
+        }
+    }
+
+    fn spawn<R: Reconciler<Set>>(&mut self, controller: Controller<Set, R>) {
+        let stop = self.stop.clone();
+        self.tasks.push(tokio::spawn(async move {
+            controller.run(stop).await.expect("controller runs");
+        }));
+    }
+
+    fn members_of(&self, owner: &str) -> usize {
+        let snapshot = self.members.snapshot();
+        snapshot.objects.iter().filter(|m| m.owner == owner).count()
+    }
+
+    /// Waits (bounded) until `done` holds.
+    async fn until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        timeout(LIMIT, async {
+            while !done(self) {
+                sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting until {what}"));
+    }
+
+    async fn shut_down(self) {
+        self.stop.cancel();
+        for task in self.tasks {
+            timeout(LIMIT, task)
+                .await
+                .expect("a task did not stop")
+                .expect("a task failed");
+        }
+    }
+}
+
+/// Keeps each set's member count equal to its replicas.
+struct Sets {
+    members: MemoryStore<Member>,
+    next: AtomicUsize,
+    expected: Mutex<HashMap<String, HashSet<String>>>,
+}
+
+impl Sets {
+    fn new(members: &MemoryStore<Member>) -> Self {
+        Self {
+            members: members.clone(),
+            next: AtomicUsize::new(0),
+            expected: Mutex::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Failed(&'static str);
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+impl Reconciler<Set> for Sets {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        let cache = ctx.store::<Member>().ok_or(Failed("no member cache"))?;
+        let owned = cache
+            .by_index("owner", ctx.key())
+            .map_err(|_| Failed("no index"))?;
+        let desired = ctx.object().map_or(0, |s| s.replicas);
+        let mut expected = self.expected.lock().expect("not poisoned");
+        let created = expected.entry(ctx.key().clone()).or_default();
+        created.retain(|name| !owned.iter().any(|m| &m.name == name));
+        let actual = owned.len() + created.len();
+        for _ in actual..desired {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let member = Member {
+                name: format!("{}-{n}", ctx.key()),
+                owner: ctx.key().clone(),
+                version: Revision::ZERO,
+            };
+            let member = self.members.create(member).map_err(|_| Failed("create"))?;
+            created.insert(member.name);
+        }
+        for member in owned.iter().take(actual.saturating_sub(desired)) {
+            // Already gone is fine: level-triggered, the cache will catch up.
+            let _ = self.members.delete(&member.name);
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn converges_after_create_scale_and_delete_and_recreates_deleted_members() {
+    let mut world = World::new(None);
+    let controller = Controller::builder("sets", &world.set_informer, Sets::new(&world.members))
+        .owns(&world.member_informer, |m: &Member| Some(m.owner.clone()))
+        .build()
+        .expect("valid");
+    world.spawn(controller);
+    world.sets.create(set("web", 4)).expect("created");
+    world.until("4 members", |w| w.members_of("web") == 4).await;
+
+    let victim = world.members.snapshot().objects[0].name.clone();
+    world.members.delete(&victim).expect("deleted");
+    world
+        .until("a replacement", |w| w.members_of("web") == 4)
+        .await;
+    assert!(world.members.get(&victim).is_none());
+
+    let mut web = world.sets.get(&"web".into()).expect("exists");
+    web.replicas = 2;
+    world.sets.update(web).expect("updated");
+    world
+        .until("scaled to 2", |w| w.members_of("web") == 2)
+        .await;
+
+    world.sets.delete(&"web".into()).expect("deleted");
+    world
+        .until("cleaned up", |w| w.members_of("web") == 0)
+        .await;
+    world.shut_down().await;
+}
+
+/// One recorded reconcile: key, triggers, attempt, start.
+type Run = (String, Vec<Trigger>, u32, Instant);
+
+/// Records every reconcile: its triggers, attempt, and overlap per key.
+#[derive(Default)]
+struct Probe {
+    runs: Mutex<Vec<Run>>,
+    running: Mutex<HashSet<String>>,
+    overlaps: AtomicUsize,
+    fail_first: usize,
+    terminal: bool,
+    work: Duration,
+    requeue: Option<Duration>,
+    calls: AtomicUsize,
+}
+
+impl Probe {
+    fn runs_of(&self, key: &str) -> Vec<(Vec<Trigger>, u32, Instant)> {
+        let runs = self.runs.lock().expect("not poisoned");
+        runs.iter()
+            .filter(|r| r.0 == key)
+            .map(|r| (r.1.clone(), r.2, r.3))
+            .collect()
+    }
+}
+
+impl Reconciler<Set> for Arc<Probe> {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        let key = ctx.key().clone();
+        if !self
+            .running
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone())
+        {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        self.runs.lock().expect("not poisoned").push((
+            key.clone(),
+            ctx.triggers().iter().collect(),
+            ctx.attempt(),
+            Instant::now(),
+        ));
+        sleep(self.work).await;
+        self.running.lock().expect("not poisoned").remove(&key);
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
+            return Err(Failed("injected"));
+        }
+        Ok(self.requeue.map_or(Action::Done, Action::RequeueAfter))
+    }
+
+    fn error_policy(&self, _: &Failed) -> ErrorPolicy {
+        if self.terminal {
+            ErrorPolicy::Terminal
+        } else {
+            ErrorPolicy::Retry
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_is_never_reconciled_by_two_workers_at_once() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        work: Duration::from_millis(30),
+        ..Probe::default()
+    });
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+        .concurrency(NonZeroUsize::new(8).expect("non-zero"))
+        .build()
+        .expect("valid");
+    world.spawn(controller);
+    for name in ["a", "b", "c"] {
+        world.sets.create(set(name, 1)).expect("created");
+    }
+    for round in 0..200 {
+        for name in ["a", "b", "c"] {
+            let mut s = world.sets.get(&name.into()).expect("exists");
+            s.replicas = round;
+            world.sets.update(s).expect("updated");
+        }
+        sleep(Duration::from_millis(7)).await;
+    }
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(probe.overlaps.load(Ordering::SeqCst), 0);
+    // Updates during a reconcile were coalesced, never lost: each key's last
+    // run started after its last update.
+    for name in ["a", "b", "c"] {
+        let runs = probe.runs_of(name);
+        assert!(
+            runs.len() >= 10 && runs.len() < 200,
+            "{name}: {} runs",
+            runs.len()
+        );
+    }
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        fail_first: 4,
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("5 runs", |_| probe.runs_of("a").len() == 5)
+        .await;
+    let runs = probe.runs_of("a");
+    let gaps: Vec<_> = runs.windows(2).map(|w| w[1].2 - w[0].2).collect();
+    let ms = Duration::from_millis;
+    assert_eq!(gaps, [ms(5), ms(10), ms(20), ms(40)]);
+    let attempts: Vec<_> = runs.iter().map(|r| r.1).collect();
+    assert_eq!(attempts, [1, 2, 3, 4, 5]);
+    assert!(runs[1].0.contains(&Trigger::Retry));
+    // Success forgot the failures: the next change starts at attempt 1.
+    let mut a = world.sets.get(&"a".into()).expect("exists");
+    a.replicas = 2;
+    world.sets.update(a).expect("updated");
+    world
+        .until("6 runs", |_| probe.runs_of("a").len() == 6)
+        .await;
+    assert_eq!(probe.runs_of("a")[5].1, 1);
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_errors_are_not_retried() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        fail_first: usize::MAX,
+        terminal: true,
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("one run", |_| probe.runs_of("a").len() == 1)
+        .await;
+    sleep(Duration::from_secs(3600)).await;
+    assert_eq!(probe.runs_of("a").len(), 1);
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn triggers_say_why_each_reconcile_ran() {
+    let mut world = World::new(None);
+    world.sets.create(set("a", 1)).expect("created");
+    let probe = Arc::new(Probe {
+        requeue: Some(Duration::from_secs(60)),
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .owns(&world.member_informer, |m: &Member| Some(m.owner.clone()))
+            .watches(&world.member_informer, |m: &Member| {
+                vec![format!("watched-by-{}", m.name)]
+            })
+            .resync(Duration::from_secs(1000))
+            .build()
+            .expect("valid"),
+    );
+    let first = |key: &str, n: usize| {
+        let probe = Arc::clone(&probe);
+        let key = key.to_owned();
+        move |_: &World| probe.runs_of(&key).len() >= n
+    };
+    world.until("initial", first("a", 1)).await;
+    assert_eq!(probe.runs_of("a")[0].0, [Trigger::Initial]);
+
+    let mut a = world.sets.get(&"a".into()).expect("exists");
+    a.replicas = 5;
+    world.sets.update(a).expect("updated");
+    world.until("changed", first("a", 2)).await;
+    assert_eq!(probe.runs_of("a")[1].0, [Trigger::Changed]);
+
+    let m = Member {
+        name: "m".into(),
+        owner: "a".into(),
+        version: Revision::ZERO,
+    };
+    world.members.create(m).expect("created");
+    world.until("owned", first("a", 3)).await;
+    assert_eq!(probe.runs_of("a")[2].0, [Trigger::Owned]);
+    world.until("mapped", first("watched-by-m", 1)).await;
+    assert_eq!(probe.runs_of("watched-by-m")[0].0, [Trigger::Mapped]);
+
+    world.until("requeue", first("a", 4)).await;
+    assert_eq!(probe.runs_of("a")[3].0, [Trigger::Requeue]);
+
+    world.sets.delete(&"a".into()).expect("deleted");
+    world.until("deleted", first("a", 5)).await;
+    assert_eq!(probe.runs_of("a")[4].0, [Trigger::Deleted]);
+
+    world.sets.create(set("b", 1)).expect("created");
+    world.until("b", first("b", 1)).await;
+    sleep(Duration::from_secs(1200)).await;
+    assert!(
+        probe
+            .runs_of("b")
+            .iter()
+            .any(|r| r.0.contains(&Trigger::Resync)),
+        "a controller resync within 1000 s ± 10 %"
+    );
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn predicates_filter_events() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe::default());
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .predicate(Predicate::generation_changed())
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("initial run", |_| probe.runs_of("a").len() == 1)
+        .await;
+    // Same spec: the generation stays, the predicate drops the update.
+    let a = world.sets.get(&"a".into()).expect("exists");
+    world.sets.update(a).expect("updated");
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(probe.runs_of("a").len(), 1);
+    let mut a = world.sets.get(&"a".into()).expect("exists");
+    a.replicas = 9;
+    world.sets.update(a).expect("updated");
+    world
+        .until("spec change run", |_| probe.runs_of("a").len() == 2)
+        .await;
+    world.shut_down().await;
+}
+
+/// Sleeps for ever, recording its cancellation and drop.
+struct Hang {
+    started: AtomicUsize,
+    cancelled: Arc<AtomicBool>,
+    dropped: Arc<AtomicUsize>,
+}
+
+struct DropFlag(Arc<AtomicUsize>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Reconciler<Set> for Arc<Hang> {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let _flag = DropFlag(Arc::clone(&self.dropped));
+        let token = ctx.cancelled().clone();
+        let cancelled = Arc::clone(&self.cancelled);
+        tokio::spawn(async move {
+            token.cancelled().await;
+            cancelled.store(true, Ordering::SeqCst);
+        });
+        std::future::pending().await
+    }
+}
+
+fn hang() -> Arc<Hang> {
+    Arc::new(Hang {
+        started: AtomicUsize::new(0),
+        cancelled: Arc::new(AtomicBool::new(false)),
+        dropped: Arc::new(AtomicUsize::new(0)),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
+    let mut world = World::new(None);
+    let hang = hang();
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&hang))
+            .reconcile_timeout(Duration::from_secs(1))
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("a retry after the timeout", |_| {
+            hang.started.load(Ordering::SeqCst) >= 2
+        })
+        .await;
+    assert!(hang.cancelled.load(Ordering::SeqCst));
+    assert!(hang.dropped.load(Ordering::SeqCst) >= 1);
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_reconcile_does_not_block_other_keys() {
+    let mut world = World::new(None);
+    let hang = hang();
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&hang))
+            .build()
+            .expect("valid"),
+    );
+    for name in ["a", "b", "c"] {
+        world.sets.create(set(name, 1)).expect("created");
+    }
+    world
+        .until("three reconciles at once", |_| {
+            hang.started.load(Ordering::SeqCst) == 3
+        })
+        .await;
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_the_grace_period_then_cancels_and_leaves_no_task() {
+    let world = World::new(None);
+    let hang = hang();
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&hang))
+        .shutdown_grace(Duration::from_secs(5))
+        .build()
+        .expect("valid");
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(controller.run(stop.clone()));
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("the reconcile started", |_| {
+            hang.started.load(Ordering::SeqCst) == 1
+        })
+        .await;
+    let start = Instant::now();
+    stop.cancel();
+    timeout(LIMIT, run)
+        .await
+        .expect("run did not return")
+        .expect("task")
+        .expect("clean shutdown");
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(
+        hang.dropped.load(Ordering::SeqCst),
+        1,
+        "the reconcile was dropped"
+    );
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cache_that_never_syncs_fails_run_with_the_source_name() {
+    let sets = MemoryStore::<Set>::new("never-run");
+    let informer = Informer::builder(sets).build().expect("valid");
+    let controller = Controller::builder("sets", &informer, Arc::new(Probe::default()))
+        .sync_timeout(Duration::from_secs(3))
+        .build()
+        .expect("valid");
+    let err = controller
+        .run(CancellationToken::new())
+        .await
+        .expect_err("never synced");
+    assert!(matches!(err, ControllerError::CacheSync { .. }));
+    let source = std::error::Error::source(&err)
+        .expect("a source")
+        .to_string();
+    assert!(source.contains("never-run"), "{source}");
+}
+
+#[test]
+fn bad_configuration_is_a_typed_error() {
+    let sets = MemoryStore::<Set>::new("sets");
+    let informer = Informer::builder(sets).build().expect("valid");
+    let build = |name: &str, resync: Duration| {
+        Controller::builder(name, &informer, Arc::new(Probe::default()))
+            .resync(resync)
+            .build()
+    };
+    let err = build("", Duration::from_secs(1)).expect_err("empty name");
+    assert_eq!(
+        err.to_string(),
+        "controller `` is misconfigured: the name is empty"
+    );
+    assert!(build("x", Duration::ZERO).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_sets_converge_under_dropped_and_duplicated_events() {
+    let mut world = World::new(Some(Duration::from_secs(30)));
+    let faults = Faults {
+        seed: 42,
+        drop: 0.3,
+        duplicate: 0.1,
+        reorder: 0.05,
+        cut_after: NonZeroUsize::new(500),
+    };
+    world.sets.set_faults(faults.clone()).expect("valid");
+    world.members.set_faults(faults).expect("valid");
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Sets::new(&world.members))
+            .owns(&world.member_informer, |m: &Member| Some(m.owner.clone()))
+            .concurrency(NonZeroUsize::new(16).expect("non-zero"))
+            .build()
+            .expect("valid"),
+    );
+    for i in 0..1_000 {
+        world
+            .sets
+            .create(set(&format!("s{i}"), 1 + i % 3))
+            .expect("created");
+    }
+    world
+        .until("every set has its members", |w| {
+            let members = w.members.snapshot().objects;
+            let mut count: HashMap<&str, usize> = HashMap::new();
+            for m in &members {
+                *count.entry(m.owner.as_str()).or_default() += 1;
+            }
+            (0..1_000).all(|i| count.get(format!("s{i}").as_str()) == Some(&(1 + i % 3)))
+        })
+        .await;
+    world.shut_down().await;
+}

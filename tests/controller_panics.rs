@@ -1,0 +1,127 @@
+//! A panicking reconcile is caught, counted and retried; workers live on.
+//! (Its own test binary: it silences the panic hook for all its threads.)
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tend::controller::{Action, Context, Controller, ControllerObserver, Outcome, Reconciler};
+use tend::memory::MemoryStore;
+use tend::rate_limit::ExponentialBackoff;
+use tend::{Informer, Object, Revision};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone)]
+struct Item {
+    name: String,
+    version: Revision,
+}
+
+impl Object for Item {
+    type Key = String;
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+}
+
+/// Panics on the first `panics` calls, then succeeds after a second's work,
+/// recording how many reconciles ran at once.
+struct Panicky {
+    panics: usize,
+    calls: AtomicUsize,
+    running: AtomicUsize,
+    most_at_once: AtomicUsize,
+}
+
+impl Reconciler<Item> for Arc<Panicky> {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, _ctx: Context<Item>) -> Result<Action, Self::Error> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.panics {
+            panic!("injected panic");
+        }
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_once.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(Action::Done)
+    }
+}
+
+#[derive(Default)]
+struct Count {
+    panics: AtomicUsize,
+    successes: AtomicUsize,
+}
+
+impl ControllerObserver for Count {
+    fn reconcile_finished(&self, outcome: Outcome, _took: Duration) {
+        match outcome {
+            Outcome::Panic => self.panics.fetch_add(1, Ordering::SeqCst),
+            Outcome::Success => self.successes.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_panics_leave_every_worker_alive() {
+    std::panic::set_hook(Box::new(|_| {}));
+    const PANICS: usize = 10_000;
+    const ITEMS: usize = 50;
+    let items = MemoryStore::<Item>::new("items");
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let reconciler = Arc::new(Panicky {
+        panics: PANICS,
+        calls: AtomicUsize::new(0),
+        running: AtomicUsize::new(0),
+        most_at_once: AtomicUsize::new(0),
+    });
+    let count = Arc::new(Count::default());
+    let controller = Controller::builder("panicky", &informer, Arc::clone(&reconciler))
+        .concurrency(NonZeroUsize::new(4).expect("non-zero"))
+        .rate_limiter(
+            ExponentialBackoff::new(Duration::from_millis(1), Duration::from_millis(10))
+                .expect("valid"),
+        )
+        .observer(count.clone())
+        .build()
+        .expect("valid");
+    let queue = controller.queue();
+    let stop = CancellationToken::new();
+    let informer_task = tokio::spawn({
+        let (informer, stop) = (informer.clone(), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    let run = tokio::spawn(controller.run(stop.clone()));
+    for i in 0..ITEMS {
+        items
+            .create(Item {
+                name: format!("item-{i}"),
+                version: Revision::ZERO,
+            })
+            .expect("created");
+    }
+    timeout(Duration::from_secs(3600), async {
+        while count.successes.load(Ordering::SeqCst) < ITEMS {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the items were not all reconciled after the panics");
+    assert_eq!(count.panics.load(Ordering::SeqCst), PANICS);
+    // All four workers survived the panics: four reconciles ran at once.
+    assert_eq!(reconciler.most_at_once.load(Ordering::SeqCst), 4);
+    assert_eq!(queue.stats().in_flight, 0);
+    stop.cancel();
+    run.await.expect("task").expect("clean shutdown");
+    informer_task.await.expect("task").expect("informer");
+}
