@@ -20,9 +20,14 @@
 //! - [`rate_limit`]: per-key backoff and overall rate limits for retries.
 //! - [`controller`]: the [`Reconciler`](controller::Reconciler) trait you
 //!   implement and the [`Controller`](controller::Controller) that runs it.
+//! - [`manager`]: the [`Manager`](manager::Manager) that runs several
+//!   controllers with shared informers, leader election, Prometheus metrics
+//!   and health endpoints (`/metrics`, `/healthz`, `/readyz` with the `http`
+//!   feature, on by default).
 
 pub mod controller;
 mod informer;
+pub mod manager;
 mod queue;
 pub mod rate_limit;
 mod source;

@@ -91,6 +91,7 @@ pub struct Controller<O: Object, R> {
     config: Config,
     observer: Arc<dyn ControllerObserver>,
     fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
+    abort: Option<CancellationToken>,
 }
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
@@ -122,6 +123,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             config,
             observer,
             fencing_token: None,
+            abort: None,
         }
     }
 
@@ -147,9 +149,19 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
 
     /// Where reconciles get their [`Context::fencing_token`] (set by the
     /// manager under leader election).
-    #[allow(dead_code)] // the manager (issue 5) is its caller
     pub(crate) fn set_fencing_token(&mut self, token: Arc<dyn Fn() -> Option<u64> + Send + Sync>) {
         self.fencing_token = Some(token);
+    }
+
+    /// A token that, when cancelled, cancels in-flight reconciles at once,
+    /// without the grace period (the manager's lost leadership).
+    pub(crate) fn set_abort(&mut self, abort: CancellationToken) {
+        self.abort = Some(abort);
+    }
+
+    /// How many keys are reconciled at once.
+    pub(crate) fn concurrency(&self) -> std::num::NonZeroUsize {
+        self.config.concurrency
     }
 
     /// Runs the loop until `shutdown` is cancelled.
@@ -196,7 +208,10 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             observer: self.observer,
             fencing_token: self.fencing_token,
         });
-        let hard_stop = CancellationToken::new();
+        let hard_stop = self
+            .abort
+            .as_ref()
+            .map_or_else(CancellationToken::new, CancellationToken::child_token);
         let mut tasks = JoinSet::new();
         for _ in 0..self.config.concurrency.get() {
             tasks.spawn(Arc::clone(&worker).run(hard_stop.clone()));

@@ -1,0 +1,145 @@
+//! A small controller under a [`Manager`], with metrics and health endpoints
+//! on 127.0.0.1.
+//!
+//! Lights have a desired state (`want_on`) and an actual one (`is_on`); the
+//! controller switches each light to what is wanted, and a "tenant" task
+//! keeps flipping wishes. Run it and scrape while it runs:
+//!
+//! ```text
+//! cargo run --example manager                    # stops after 3 seconds
+//! cargo run --example manager -- --seconds 600   # runs longer
+//! cargo run --example manager -- --addr 127.0.0.1:9090
+//! curl http://127.0.0.1:PORT/metrics
+//! ```
+
+use std::time::Duration;
+
+use tend::controller::{Action, Context, Reconciler};
+use tend::manager::{InProcessElection, Manager};
+use tend::memory::MemoryStore;
+use tend::{BoxError, Informer, Object, Revision};
+
+#[derive(Debug, Clone)]
+struct Light {
+    room: String,
+    want_on: bool,
+    is_on: bool,
+    version: Revision,
+}
+
+impl Object for Light {
+    type Key = String;
+    fn key(&self) -> String {
+        self.room.clone()
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+}
+
+/// Observe the light, compare wish and state, act by switching it.
+struct Switch {
+    lights: MemoryStore<Light>,
+}
+
+impl Reconciler<Light> for Switch {
+    type Error = tend::memory::WriteError;
+
+    async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Self::Error> {
+        let Some(light) = ctx.object() else {
+            return Ok(Action::Done);
+        };
+        if light.want_on != light.is_on {
+            let mut switched = Light::clone(light);
+            switched.is_on = light.want_on;
+            self.lights.update(switched)?;
+            println!(
+                "{}: switched {} (fencing token {:?})",
+                light.room,
+                if light.want_on { "on" } else { "off" },
+                ctx.fencing_token()
+            );
+        }
+        Ok(Action::Done)
+    }
+}
+
+fn arg(name: &str) -> Option<String> {
+    let mut args = std::env::args().skip_while(|a| a != name);
+    args.next()?;
+    args.next()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let seconds: u64 = arg("--seconds").map_or(Ok(3), |s| s.parse())?;
+    let address = arg("--addr")
+        .unwrap_or_else(|| "127.0.0.1:0".to_owned())
+        .parse()?;
+
+    let lights = MemoryStore::new("lights");
+    for room in ["hall", "kitchen", "study"] {
+        lights.create(Light {
+            room: room.into(),
+            want_on: false,
+            is_on: false,
+            version: Revision::ZERO,
+        })?;
+    }
+
+    let election = InProcessElection::new("lights-controller");
+    let mut manager = Manager::builder()
+        .http_address(address)
+        .leader_election(election.candidate())
+        .graceful_shutdown_timeout(Duration::from_secs(5))
+        .build()?;
+    let informer = manager.informer("lights", || Informer::builder(lights.clone()).build())?;
+    let controller = manager
+        .controller(
+            "lights",
+            &informer,
+            Switch {
+                lights: lights.clone(),
+            },
+        )
+        .build()?;
+    manager.add_controller(controller)?;
+
+    // A tenant who changes their mind every 300 ms.
+    let tenant = lights.clone();
+    manager.add_task("tenant", move |cancel| async move {
+        let rooms = ["hall", "kitchen", "study"];
+        for turn in 0.. {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(Duration::from_millis(300)) => {}
+            }
+            if let Some(mut light) = tenant.get(&rooms[turn % rooms.len()].to_owned()) {
+                light.want_on = !light.want_on;
+                tenant.update(light)?;
+            }
+        }
+        Ok::<(), BoxError>(())
+    })?;
+
+    // Stop by itself after a while (Ctrl-C works too).
+    let shutdown = manager.shutdown_token();
+    manager.add_task("timer", move |cancel| async move {
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_secs(seconds)) => shutdown.cancel(),
+        }
+        Ok::<(), BoxError>(())
+    })?;
+
+    if let Some(address) = manager.http_address() {
+        println!("scrape http://{address}/metrics  (also /healthz, /readyz, /debug/queues)");
+    }
+    println!("running for {seconds} s (--seconds N to change; Ctrl-C to stop)");
+    manager.run().await?;
+    println!("stopped cleanly");
+    Ok(())
+}

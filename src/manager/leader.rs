@@ -1,0 +1,260 @@
+//! Leader election: the [`LeaderElector`] trait and its in-process
+//! implementation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::source::BoxError;
+
+/// Why a leader election call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectionError {
+    /// The election's backend (a lease store, a lock service) failed.
+    #[error("leader election `{election}` failed")]
+    Backend {
+        /// The election's name.
+        election: String,
+        /// What the backend reported.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// One candidate in a leader election.
+///
+/// A [`Manager`](super::Manager) with an elector runs its informers at once
+/// (a warm standby: caches are filled before it wins, so failover is fast),
+/// then calls [`campaign`](LeaderElector::campaign) and starts its
+/// controllers only when that returns. From then on it waits on
+/// [`lost`](LeaderElector::lost): when leadership is lost it stops
+/// reconciling at once and [`Manager::run`](super::Manager::run) returns
+/// [`ManagerError::LostLeadership`](super::ManagerError::LostLeadership).
+/// On a clean shutdown it calls [`resign`](LeaderElector::resign) after its
+/// controllers have stopped, so that a standby takes over without waiting
+/// for a lease to expire.
+///
+/// # Fencing tokens
+///
+/// `campaign` returns a *fencing token*: an opaque value that grows with
+/// every change of leader. Reconcilers read it from
+/// [`Context::fencing_token`](crate::controller::Context::fencing_token) and
+/// pass it to writes that check it, so that a deposed leader that has not
+/// noticed yet (a long GC pause, a partition) cannot overwrite the new
+/// leader's work.
+///
+/// # Implementing
+///
+/// Keep implementations small and cancel safe: the manager drops a pending
+/// `campaign` when it shuts down during the campaign. The etcd backend
+/// implements this trait over an etcd lease.
+#[async_trait]
+pub trait LeaderElector: Send + Sync + 'static {
+    /// The election's (lock's) name: the `name` label of
+    /// `leader_election_master_status`.
+    fn name(&self) -> &str;
+
+    /// Campaigns until this candidate is the leader, then returns its
+    /// fencing token (greater than any token returned before, to any
+    /// candidate of this election).
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError`] when the backend fails; the manager then stops.
+    ///
+    /// # Cancel safety
+    ///
+    /// Must be cancel safe: dropping the future withdraws the candidacy.
+    async fn campaign(&self) -> Result<u64, ElectionError>;
+
+    /// Resolves once the leadership won by the last
+    /// [`campaign`](LeaderElector::campaign) is lost (at once if this
+    /// candidate does not lead).
+    ///
+    /// # Cancel safety
+    ///
+    /// Must be cancel safe.
+    async fn lost(&self);
+
+    /// Gives up the leadership (or the candidacy), letting another candidate
+    /// win at once.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError`] when the backend fails; the leadership then ends
+    /// when the backend's lease expires.
+    ///
+    /// # Cancel safety
+    ///
+    /// Should be cancel safe; a dropped call may leave the leadership in
+    /// place until it expires.
+    async fn resign(&self) -> Result<(), ElectionError>;
+}
+
+/// Who leads an [`InProcessElection`], and its token.
+#[derive(Debug, Clone, Copy, Default)]
+struct Term {
+    leader: Option<u64>,
+    token: u64,
+}
+
+/// A leader election among candidates of one process: for tests, and for a
+/// single binary that runs several managers.
+///
+/// Clones share one election. Each [`candidate`](InProcessElection::candidate)
+/// is a [`LeaderElector`] for one manager; the first to campaign leads until
+/// it resigns, is dropped, or is [`depose`](InProcessElection::depose)d (a
+/// simulated lease expiry). Tokens start at 1 and grow by one per new leader.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use tend::manager::{InProcessElection, LeaderElector};
+///
+/// let election = InProcessElection::new("my-operator");
+/// let (a, b) = (election.candidate(), election.candidate());
+/// assert_eq!(a.campaign().await.unwrap(), 1);
+/// a.resign().await.unwrap();
+/// assert_eq!(b.campaign().await.unwrap(), 2);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct InProcessElection {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    name: String,
+    term: watch::Sender<Term>,
+    next_candidate: AtomicU64,
+}
+
+impl InProcessElection {
+    /// A new election named `name`, with no leader.
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                name: name.into(),
+                term: watch::Sender::new(Term::default()),
+                next_candidate: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// A new candidate in this election.
+    #[must_use]
+    pub fn candidate(&self) -> InProcessCandidate {
+        InProcessCandidate {
+            election: self.clone(),
+            id: self.shared.next_candidate.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The current leader's fencing token, or `None` when no one leads.
+    #[must_use]
+    pub fn leader_token(&self) -> Option<u64> {
+        let term = *self.shared.term.borrow();
+        term.leader.map(|_| term.token)
+    }
+
+    /// Takes the leadership away from the current leader, as an expired
+    /// lease would: it observes the loss, and the next campaign wins.
+    pub fn depose(&self) {
+        self.shared.term.send_if_modified(|term| {
+            let had = term.leader.is_some();
+            term.leader = None;
+            had
+        });
+    }
+
+    fn release(&self, candidate: u64) {
+        self.shared.term.send_if_modified(|term| {
+            let led = term.leader == Some(candidate);
+            if led {
+                term.leader = None;
+            }
+            led
+        });
+    }
+}
+
+impl fmt::Debug for InProcessElection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let term = *self.shared.term.borrow();
+        f.debug_struct("InProcessElection")
+            .field("name", &self.shared.name)
+            .field("leader", &term.leader)
+            .field("token", &term.token)
+            .finish()
+    }
+}
+
+/// One candidate of an [`InProcessElection`]; dropping it resigns.
+#[derive(Debug)]
+pub struct InProcessCandidate {
+    election: InProcessElection,
+    id: u64,
+}
+
+impl InProcessCandidate {
+    /// Whether this candidate leads now.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.election.shared.term.borrow().leader == Some(self.id)
+    }
+}
+
+#[async_trait]
+impl LeaderElector for InProcessCandidate {
+    fn name(&self) -> &str {
+        &self.election.shared.name
+    }
+
+    async fn campaign(&self) -> Result<u64, ElectionError> {
+        let mut changes = self.election.shared.term.subscribe();
+        loop {
+            let mut token = None;
+            self.election.shared.term.send_if_modified(|term| {
+                if term.leader == Some(self.id) {
+                    token = Some(term.token);
+                    false
+                } else if term.leader.is_none() {
+                    term.leader = Some(self.id);
+                    term.token += 1;
+                    token = Some(term.token);
+                    true
+                } else {
+                    false
+                }
+            });
+            if let Some(token) = token {
+                return Ok(token);
+            }
+            // The sender lives as long as `self`: this cannot fail.
+            let _ = changes.changed().await;
+        }
+    }
+
+    async fn lost(&self) {
+        let mut changes = self.election.shared.term.subscribe();
+        // The sender lives as long as `self`: this cannot fail.
+        let _ = changes.wait_for(|term| term.leader != Some(self.id)).await;
+    }
+
+    async fn resign(&self) -> Result<(), ElectionError> {
+        self.election.release(self.id);
+        Ok(())
+    }
+}
+
+impl Drop for InProcessCandidate {
+    fn drop(&mut self) {
+        self.election.release(self.id);
+    }
+}

@@ -1,0 +1,461 @@
+//! Prometheus metrics with the names and labels of controller-runtime and
+//! client-go, so that existing dashboards and alerts work unchanged.
+//!
+//! Counters are registered without their `_total` suffix: prometheus-client
+//! appends it. Reconcile and queue measurements are pushed by the
+//! [`ControllerObserver`] and [`QueueObserver`] implemented here; queue
+//! depths, the ages of in-flight work and the informers' counters are pulled
+//! at scrape time by
+//! [`Pulled`], so no timer task is needed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::erased::{QueueView, SharedInformer};
+use crate::controller::{ControllerObserver, Outcome};
+use crate::queue::QueueObserver;
+
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+const RECONCILE_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// The `result` label values, initialised to zero for every controller.
+const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    controller: String,
+    result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+    controller: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabels {
+    name: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(RECONCILE_BUCKETS)
+}
+
+/// client-go's workqueue buckets: 10 ns to 1000 s, ×10.
+fn workqueue_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(10e-9, 10.0, 12))
+}
+
+/// Every metric family the manager exports.
+#[derive(Debug, Clone)]
+pub(super) struct Metrics {
+    reconcile_total: Family<ResultLabels, Counter>,
+    reconcile_errors: Family<ControllerLabels, Counter>,
+    terminal_errors: Family<ControllerLabels, Counter>,
+    panics: Family<ControllerLabels, Counter>,
+    timeouts: Family<ControllerLabels, Counter>,
+    reconcile_time: HistogramFamily<ControllerLabels>,
+    max_concurrent: Family<ControllerLabels, Gauge>,
+    active_workers: Family<ControllerLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    queue_duration: HistogramFamily<QueueLabels>,
+    work_duration: HistogramFamily<QueueLabels>,
+    retries: Family<QueueLabels, Counter>,
+    leader: Family<NameLabels, Gauge>,
+    pulled: Arc<Pulled>,
+}
+
+impl Metrics {
+    /// Creates the families and registers them in `registry`.
+    pub(super) fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            terminal_errors: Family::default(),
+            panics: Family::default(),
+            timeouts: Family::default(),
+            reconcile_time: Family::new_with_constructor(reconcile_histogram),
+            max_concurrent: Family::default(),
+            active_workers: Family::default(),
+            adds: Family::default(),
+            queue_duration: Family::new_with_constructor(workqueue_histogram),
+            work_duration: Family::new_with_constructor(workqueue_histogram),
+            retries: Family::default(),
+            leader: Family::default(),
+            pulled: Arc::new(Pulled::default()),
+        };
+        metrics.register_controller_families(registry);
+        metrics.register_queue_families(registry);
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            metrics.leader.clone(),
+        );
+        registry.register_collector(Box::new(Arc::clone(&metrics.pulled)));
+        metrics
+    }
+
+    fn register_controller_families(&self, registry: &mut Registry) {
+        let r = registry;
+        r.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            self.reconcile_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.reconcile_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            self.terminal_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller",
+            self.panics.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_timeouts",
+            "Total number of reconciliation timeouts per controller",
+            self.timeouts.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            self.reconcile_time.clone(),
+        );
+        r.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            self.max_concurrent.clone(),
+        );
+        r.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            self.active_workers.clone(),
+        );
+    }
+
+    fn register_queue_families(&self, registry: &mut Registry) {
+        let r = registry;
+        r.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            self.adds.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            self.queue_duration.clone(),
+        );
+        r.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            self.work_duration.clone(),
+        );
+        r.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            self.retries.clone(),
+        );
+    }
+
+    /// The observer for controller `name`'s reconciles; initialises its
+    /// counters to zero so that they are exported before the first reconcile.
+    pub(super) fn controller_observer(&self, name: &str) -> Arc<ControllerMetrics> {
+        let labels = ControllerLabels {
+            controller: name.to_owned(),
+        };
+        let results = RESULTS.map(|result| {
+            self.reconcile_total.get_or_create_owned(&ResultLabels {
+                controller: name.to_owned(),
+                result: result.to_owned(),
+            })
+        });
+        Arc::new(ControllerMetrics {
+            results,
+            errors: self.reconcile_errors.get_or_create_owned(&labels),
+            terminal: self.terminal_errors.get_or_create_owned(&labels),
+            panics: self.panics.get_or_create_owned(&labels),
+            timeouts: self.timeouts.get_or_create_owned(&labels),
+            time: self.reconcile_time.get_or_create_owned(&labels),
+            active: self.active_workers.get_or_create_owned(&labels),
+        })
+    }
+
+    /// The observer for controller `name`'s queue.
+    pub(super) fn queue_observer(&self, name: &str) -> Arc<QueueMetrics> {
+        let labels = queue_labels(name);
+        Arc::new(QueueMetrics {
+            adds: self.adds.get_or_create_owned(&labels),
+            queue_duration: self.queue_duration.get_or_create_owned(&labels),
+            work_duration: self.work_duration.get_or_create_owned(&labels),
+            retries: self.retries.get_or_create_owned(&labels),
+        })
+    }
+
+    /// Records a registered controller: its worker count and its queue,
+    /// whose in-flight ages are pulled at scrape time.
+    pub(super) fn add_controller(&self, name: &str, concurrency: usize, queue: Arc<dyn QueueView>) {
+        let labels = ControllerLabels {
+            controller: name.to_owned(),
+        };
+        let workers = i64::try_from(concurrency).unwrap_or(i64::MAX);
+        self.max_concurrent.get_or_create(&labels).set(workers);
+        self.pulled.queues.lock().push((queue_labels(name), queue));
+    }
+
+    /// Records a registered informer, whose counters are pulled at scrape
+    /// time.
+    pub(super) fn add_informer(&self, name: &str, informer: Arc<dyn SharedInformer>) {
+        let labels = NameLabels {
+            name: name.to_owned(),
+        };
+        self.pulled.informers.lock().push((labels, informer));
+    }
+
+    /// Sets `leader_election_master_status{name}`.
+    pub(super) fn set_leader(&self, election: &str, leader: bool) {
+        let labels = NameLabels {
+            name: election.to_owned(),
+        };
+        self.leader.get_or_create(&labels).set(i64::from(leader));
+    }
+}
+
+fn queue_labels(name: &str) -> QueueLabels {
+    QueueLabels {
+        name: name.to_owned(),
+        controller: name.to_owned(),
+    }
+}
+
+/// One controller's reconcile metrics.
+#[derive(Debug)]
+pub(super) struct ControllerMetrics {
+    results: [Counter; 4],
+    errors: Counter,
+    terminal: Counter,
+    panics: Counter,
+    timeouts: Counter,
+    time: Histogram,
+    active: Gauge,
+}
+
+impl ControllerObserver for ControllerMetrics {
+    fn reconcile_started(&self) {
+        self.active.inc();
+    }
+
+    fn reconcile_finished(&self, outcome: Outcome, took: Duration) {
+        self.active.dec();
+        let Some(label) = outcome.result_label() else {
+            return;
+        };
+        if let Some(i) = RESULTS.iter().position(|r| *r == label) {
+            self.results[i].inc();
+        }
+        self.time.observe(took.as_secs_f64());
+        match outcome {
+            Outcome::Error => {
+                self.errors.inc();
+            }
+            Outcome::TerminalError => {
+                self.errors.inc();
+                self.terminal.inc();
+            }
+            Outcome::Panic => {
+                self.errors.inc();
+                self.panics.inc();
+            }
+            Outcome::Timeout => {
+                self.errors.inc();
+                self.timeouts.inc();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One controller's queue metrics.
+#[derive(Debug)]
+pub(super) struct QueueMetrics {
+    adds: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    retries: Counter,
+}
+
+impl QueueObserver for QueueMetrics {
+    fn added(&self) {
+        self.adds.inc();
+    }
+
+    fn queued_for(&self, waited: Duration) {
+        self.queue_duration.observe(waited.as_secs_f64());
+    }
+
+    fn worked_for(&self, worked: Duration) {
+        self.work_duration.observe(worked.as_secs_f64());
+    }
+
+    fn retried(&self) {
+        self.retries.inc();
+    }
+}
+
+type QueueEntry = (QueueLabels, Arc<dyn QueueView>);
+type InformerEntry = (NameLabels, Arc<dyn SharedInformer>);
+
+/// The metrics read at scrape time.
+///
+/// The lists are only appended to while the manager is being configured;
+/// their locks are never held across an `.await`.
+#[derive(Default)]
+pub(super) struct Pulled {
+    queues: Mutex<Vec<QueueEntry>>,
+    informers: Mutex<Vec<InformerEntry>>,
+}
+
+impl std::fmt::Debug for Pulled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pulled")
+            .field("queues", &self.queues.lock().len())
+            .field("informers", &self.informers.lock().len())
+            .finish()
+    }
+}
+
+impl Collector for Pulled {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let queues: Vec<_> = self
+            .queues
+            .lock()
+            .iter()
+            .map(|(labels, queue)| (labels.clone(), queue.stats()))
+            .collect();
+        // Pulled rather than pushed: pushed depths, reported outside the
+        // queue's lock by concurrent workers, can arrive out of order.
+        encode_gauges(
+            &mut encoder,
+            "workqueue_depth",
+            "Current depth of workqueue",
+            queues
+                .iter()
+                .map(|(l, s)| (l, i64::try_from(s.ready).unwrap_or(i64::MAX))),
+        )?;
+        encode_gauges(
+            &mut encoder,
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+            queues
+                .iter()
+                .map(|(l, s)| (l, s.unfinished_work.as_secs_f64())),
+        )?;
+        encode_gauges(
+            &mut encoder,
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            queues
+                .iter()
+                .map(|(l, s)| (l, s.longest_running.unwrap_or_default().as_secs_f64())),
+        )?;
+        let informers: Vec<_> = self
+            .informers
+            .lock()
+            .iter()
+            .map(|(labels, informer)| (labels.clone(), informer.stats()))
+            .collect();
+        encode_informers(&mut encoder, &informers)
+    }
+}
+
+fn encode_gauges<'a, L: EncodeLabelSet + 'a, V: EncodeGaugeValue + std::fmt::Debug>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: impl Iterator<Item = (&'a L, V)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in values {
+        ConstGauge::new(value).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// The informer counters: `tend_informer_*{name}`.
+fn encode_informers(
+    encoder: &mut DescriptorEncoder,
+    informers: &[(NameLabels, crate::informer::InformerStats)],
+) -> Result<(), std::fmt::Error> {
+    type Field = fn(&crate::informer::InformerStats) -> u64;
+    let counters: [(&str, &str, Field); 6] = [
+        ("tend_informer_lists", "Lists made by the informer", |s| {
+            s.lists
+        }),
+        (
+            "tend_informer_relists",
+            "Lists made after the informer's first successful one",
+            |s| s.relists,
+        ),
+        (
+            "tend_informer_watch_restarts",
+            "Watches reopened after a watch failed or ended",
+            |s| s.watch_restarts,
+        ),
+        (
+            "tend_informer_events_applied",
+            "Watch changes applied to the cache",
+            |s| s.events_applied,
+        ),
+        (
+            "tend_informer_stale_events_ignored",
+            "Changes ignored because the cache held the same or a newer state",
+            |s| s.stale_ignored,
+        ),
+        ("tend_informer_resyncs", "Resync rounds delivered", |s| {
+            s.resyncs
+        }),
+    ];
+    for (name, help, field) in counters {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (labels, stats) in informers {
+            ConstCounter::new(field(stats)).encode(family.encode_family(labels)?)?;
+        }
+    }
+    encode_gauges(
+        encoder,
+        "tend_informer_cache_size",
+        "Objects in the informer's cache",
+        informers
+            .iter()
+            .map(|(l, s)| (l, i64::try_from(s.cache_size).unwrap_or(i64::MAX))),
+    )
+}
