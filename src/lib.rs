@@ -24,14 +24,21 @@
 //!   controllers with shared informers, leader election, Prometheus metrics
 //!   and health endpoints (`/metrics`, `/healthz`, `/readyz` with the `http`
 //!   feature, on by default).
+//! - [`etcd`] (feature `etcd`): a source over a key prefix in etcd, writes
+//!   with optimistic concurrency and fencing, and leader election on an
+//!   etcd lease; [`testing::etcd`] starts a real etcd for tests.
 
 pub mod controller;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 mod informer;
 pub mod manager;
 mod queue;
 pub mod rate_limit;
 mod source;
 mod sync;
+#[cfg(feature = "etcd")]
+pub mod testing;
 
 pub use informer::{
     Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,

@@ -1,0 +1,162 @@
+//! The timing of an [`EtcdElection`](super::EtcdElection), validated.
+
+use std::time::Duration;
+
+/// Why an [`ElectionConfig`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectionConfigError {
+    /// The lease must outlast the renew deadline, so that a leader stops
+    /// acting before its lease can expire on the server.
+    #[error("lease {lease:?} must be longer than the renew deadline {renew_deadline:?}")]
+    LeaseNotAboveRenewDeadline {
+        /// The lease duration.
+        lease: Duration,
+        /// The renew deadline.
+        renew_deadline: Duration,
+    },
+    /// The renew deadline must exceed 1.2 × the retry period, so that a
+    /// leader gets more than one chance to renew.
+    #[error(
+        "renew deadline {renew_deadline:?} must be longer than 1.2 × the retry period {retry_period:?}"
+    )]
+    RenewDeadlineNotAboveRetry {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The retry period.
+        retry_period: Duration,
+    },
+    /// The retry period must not be zero.
+    #[error("retry period must not be zero")]
+    ZeroRetryPeriod,
+}
+
+/// How long a leadership lasts without renewal, and how often it is
+/// renewed; the defaults are client-go's (15 s, 10 s, 2 s).
+///
+/// - `lease`: the etcd lease's TTL (rounded up to whole seconds, etcd's
+///   unit). Another candidate wins at most this long after the leader
+///   stops renewing (plus etcd's expiry check, about half a second).
+/// - `renew_deadline`: the leader gives up on its own when it has not
+///   renewed for this long (measured on its monotonic clock from the last
+///   successful renewal's request), before the lease can expire.
+/// - `retry_period`: how often the lease is renewed, and how long a failed
+///   campaign waits before trying again.
+///
+/// Valid when `lease > renew_deadline > 1.2 × retry_period > 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionConfig {
+    lease: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+impl Default for ElectionConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ElectionConfig {
+    /// A validated configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionConfigError`] unless
+    /// `lease > renew_deadline > 1.2 × retry_period > 0`.
+    pub fn new(
+        lease: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Result<Self, ElectionConfigError> {
+        if retry_period.is_zero() {
+            return Err(ElectionConfigError::ZeroRetryPeriod);
+        }
+        if lease <= renew_deadline {
+            return Err(ElectionConfigError::LeaseNotAboveRenewDeadline {
+                lease,
+                renew_deadline,
+            });
+        }
+        if renew_deadline <= retry_period.mul_f64(1.2) {
+            return Err(ElectionConfigError::RenewDeadlineNotAboveRetry {
+                renew_deadline,
+                retry_period,
+            });
+        }
+        Ok(Self {
+            lease,
+            renew_deadline,
+            retry_period,
+        })
+    }
+
+    /// The lease duration.
+    #[must_use]
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The renew deadline.
+    #[must_use]
+    pub fn renew_deadline(&self) -> Duration {
+        self.renew_deadline
+    }
+
+    /// The retry period.
+    #[must_use]
+    pub fn retry_period(&self) -> Duration {
+        self.retry_period
+    }
+
+    /// The lease's TTL in etcd's whole seconds, rounded up.
+    pub(super) fn ttl_seconds(&self) -> i64 {
+        let seconds = self.lease.as_secs() + u64::from(self.lease.subsec_nanos() > 0);
+        i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn defaults_are_valid_and_client_go_s() {
+        let config = ElectionConfig::default();
+        assert_eq!(ElectionConfig::new(S(15), S(10), S(2)), Ok(config));
+        assert_eq!(config.ttl_seconds(), 15);
+    }
+
+    #[test]
+    fn invalid_timings_are_refused() {
+        assert!(matches!(
+            ElectionConfig::new(S(10), S(10), S(2)),
+            Err(ElectionConfigError::LeaseNotAboveRenewDeadline { .. })
+        ));
+        assert!(matches!(
+            ElectionConfig::new(S(15), S(12), S(10)),
+            Err(ElectionConfigError::RenewDeadlineNotAboveRetry { .. })
+        ));
+        assert!(matches!(
+            ElectionConfig::new(S(15), S(10), Duration::ZERO),
+            Err(ElectionConfigError::ZeroRetryPeriod)
+        ));
+    }
+
+    #[test]
+    fn lease_rounds_up_to_whole_seconds() {
+        let config = ElectionConfig::new(
+            Duration::from_millis(1500),
+            S(1),
+            Duration::from_millis(500),
+        )
+        .unwrap();
+        assert_eq!(config.ttl_seconds(), 2);
+    }
+}

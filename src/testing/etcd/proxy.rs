@@ -1,0 +1,139 @@
+//! `Proxy`: a loopback TCP proxy that can blackhole its traffic.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+/// A TCP proxy on 127.0.0.1 in front of a server, for partition tests.
+///
+/// While [`blackhole`](Proxy::blackhole)d, connections stay open but no
+/// byte passes in either direction (as in a network partition: requests
+/// hang rather than fail) and new connections are accepted but never
+/// connected through. Dropping the proxy closes every connection.
+#[derive(Debug)]
+pub struct Proxy {
+    address: SocketAddr,
+    blackholed: Arc<watch::Sender<bool>>,
+    stop: CancellationToken,
+    _task: AbortOnDropHandle<()>,
+}
+
+impl Proxy {
+    /// A proxy to `target` on a free loopback port.
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn start(target: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let blackholed = Arc::new(watch::Sender::new(false));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(accept(
+            listener,
+            target,
+            Arc::clone(&blackholed),
+            stop.clone(),
+        ));
+        Ok(Self {
+            address,
+            blackholed,
+            stop,
+            _task: AbortOnDropHandle::new(task),
+        })
+    }
+
+    /// The proxy's address.
+    #[must_use]
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The proxy's URL, `http://127.0.0.1:{port}`.
+    #[must_use]
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Stops (`true`) or resumes (`false`) all traffic.
+    pub fn blackhole(&self, on: bool) {
+        self.blackholed.send_replace(on);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn accept(
+    listener: TcpListener,
+    target: SocketAddr,
+    blackholed: Arc<watch::Sender<bool>>,
+    stop: CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next() => continue,
+        };
+        let Ok((inbound, _)) = accepted else { continue };
+        let blackholed = blackholed.subscribe();
+        connections.spawn(relay(inbound, target, blackholed));
+    }
+    connections.shutdown().await;
+}
+
+/// Relays one connection while the proxy is open.
+async fn relay(inbound: TcpStream, target: SocketAddr, mut blackholed: watch::Receiver<bool>) {
+    if blackholed.wait_for(|on| !*on).await.is_err() {
+        return;
+    }
+    let Ok(outbound) = TcpStream::connect(target).await else {
+        return;
+    };
+    let cut = Arc::new(AtomicBool::new(false));
+    let (in_read, in_write) = inbound.into_split();
+    let (out_read, out_write) = outbound.into_split();
+    let up = pipe(in_read, out_write, blackholed.clone(), Arc::clone(&cut));
+    let down = pipe(out_read, in_write, blackholed, cut);
+    tokio::join!(up, down);
+}
+
+/// Copies bytes one way, holding them while the proxy is blackholed.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut blackholed: watch::Receiver<bool>,
+    cut: Arc<AtomicBool>,
+) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        // Bytes read while blackholed are dropped, as a partition would.
+        if *blackholed.borrow_and_update() || cut.load(Ordering::Relaxed) {
+            continue;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            break;
+        }
+    }
+    cut.store(true, Ordering::Relaxed);
+    let _ = to.shutdown().await;
+}
