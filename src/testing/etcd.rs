@@ -24,4 +24,4 @@ mod proxy;
 mod server;
 
 pub use self::proxy::Proxy;
-pub use self::server::{EtcdServer, EtcdServerBuilder, HarnessError};
+pub use self::server::{EtcdServer, EtcdServerBuilder, HarnessError, connect};

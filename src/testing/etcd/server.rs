@@ -247,8 +247,18 @@ impl Drop for EtcdServer {
     }
 }
 
-/// Connects with short timeouts, for tests.
-async fn connect(endpoint: &str) -> Result<Client, HarnessError> {
+/// A client of `endpoint` (e.g. a [`Proxy`](super::Proxy)'s) with short
+/// connect and keep-alive timeouts, so that a dead or cut-off server is
+/// noticed within seconds.
+///
+/// # Errors
+///
+/// [`HarnessError::Client`] when connecting fails.
+///
+/// # Cancel safety
+///
+/// Cancel safe.
+pub async fn connect(endpoint: &str) -> Result<Client, HarnessError> {
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))

@@ -1,0 +1,157 @@
+//! Shared helpers for the etcd tests: a JSON object type, bounded waits and
+//! a running informer.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tend::etcd::{EtcdSource, etcd_client};
+use tend::testing::etcd::EtcdServer;
+use tend::{Informer, Object, Revision};
+use tokio_util::sync::CancellationToken;
+
+/// A small object stored as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub name: String,
+    pub value: u64,
+    #[serde(skip)]
+    pub version: Revision,
+}
+
+impl Item {
+    pub fn new(name: impl Into<String>, value: u64) -> Self {
+        Self {
+            name: name.into(),
+            value,
+            version: Revision::ZERO,
+        }
+    }
+}
+
+impl Object for Item {
+    type Key = String;
+    fn key(&self) -> String {
+        self.name.clone()
+    }
+    fn version(&self) -> Revision {
+        self.version
+    }
+    fn set_version(&mut self, version: Revision) {
+        self.version = version;
+    }
+}
+
+pub const PREFIX: &str = "/test/items/";
+
+/// The JSON of an item, as stored.
+pub fn json(name: &str, value: u64) -> String {
+    serde_json::to_string(&Item::new(name, value)).unwrap()
+}
+
+/// Starts etcd, with fast progress notifications.
+pub async fn server() -> EtcdServer {
+    within(
+        "etcd to start",
+        Duration::from_secs(30),
+        EtcdServer::builder()
+            .arg("--experimental-watch-progress-notify-interval=500ms")
+            .start(),
+    )
+    .await
+    .expect("etcd starts (is etcd-server installed?)")
+}
+
+pub async fn client(server: &EtcdServer) -> etcd_client::Client {
+    within("an etcd client", Duration::from_secs(10), server.client())
+        .await
+        .expect("client connects")
+}
+
+pub fn source(client: etcd_client::Client) -> EtcdSource<Item> {
+    EtcdSource::builder("items", client, PREFIX)
+        .request_timeout(Duration::from_secs(3))
+        .build()
+}
+
+/// An informer over `source`, running until the returned token is
+/// cancelled (or the handle dropped).
+pub struct Running {
+    pub informer: Informer<Item>,
+    pub cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.task.abort();
+    }
+}
+
+pub async fn run_informer(source: EtcdSource<Item>) -> Running {
+    let informer = Informer::builder(source)
+        .backoff(
+            Duration::from_millis(50),
+            Duration::from_millis(500),
+            Duration::from_secs(5),
+        )
+        .max_watch_failures(std::num::NonZeroU32::new(100).unwrap())
+        .build()
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let informer = informer.clone();
+        let cancel = cancel.clone();
+        async move {
+            let _ = informer.run(cancel).await;
+        }
+    });
+    within(
+        "the informer to sync",
+        Duration::from_secs(10),
+        informer.wait_synced(Duration::from_secs(10)),
+    )
+    .await
+    .expect("informer syncs");
+    Running {
+        informer,
+        cancel,
+        task,
+    }
+}
+
+/// Polls `condition` every 20 ms; panics naming `what` after `limit`.
+pub async fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(limit, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Awaits `future`, panicking with `what` after `limit`.
+pub async fn within<T>(what: &str, limit: Duration, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
+}
+
+/// The cached value of every item, sorted by name.
+pub fn cached(informer: &Informer<Item>) -> Vec<(String, u64)> {
+    let mut items: Vec<_> = informer
+        .store()
+        .list()
+        .iter()
+        .map(|i| (i.name.clone(), i.value))
+        .collect();
+    items.sort();
+    items
+}
