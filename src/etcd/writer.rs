@@ -170,11 +170,7 @@ where
         let value = serde_json::to_vec(object).map_err(WriteError::Encode)?;
         let expected = version(object.version());
         let plan = Plan {
-            when: vec![Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                expected,
-            )],
+            when: exists_at(&key, expected),
             then: TxnOp::put(key.clone(), value, None::<PutOptions>),
             key,
         };
@@ -199,11 +195,7 @@ where
         let key = self.shared.etcd_key(&object.key());
         let expected = version(object.version());
         let plan = Plan {
-            when: vec![Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                expected,
-            )],
+            when: exists_at(&key, expected),
             then: TxnOp::delete(key.clone(), None),
             key,
         };
@@ -291,6 +283,15 @@ where
             },
         }
     }
+}
+
+/// The key exists (a missing key's mod revision is 0, which a version of
+/// 0 would match) and its mod revision is `expected`.
+fn exists_at(key: &[u8], expected: i64) -> Vec<Compare> {
+    vec![
+        Compare::version(key, CompareOp::Greater, 0),
+        Compare::mod_revision(key, CompareOp::Equal, expected),
+    ]
 }
 
 /// A tend revision as an etcd one.
