@@ -73,12 +73,15 @@ pub fn pods(client: etcd_client::Client) -> EtcdSource<Pod> {
     EtcdSource::builder("pods", client, PODS).build()
 }
 
+/// Pod names created, and deleted, but not yet seen so in the cache.
+type Expected = (HashSet<String>, HashSet<String>);
+
 /// Observe → compare → act for one replica set, every write fenced.
 struct Replicas {
     identity: String,
     pods: EtcdWriter<Pod>,
     /// Pods created (or deleted) but not yet seen so in the cache.
-    expected: Mutex<HashMap<String, (HashSet<String>, HashSet<String>)>>,
+    expected: Mutex<HashMap<String, Expected>>,
     verbose: bool,
 }
 

@@ -1,0 +1,150 @@
+//! The ReplicaSet loop with its state in etcd and several replicas under
+//! leader election: only the leader reconciles, every write is fenced with
+//! its token, and when the leader dies another replica takes over.
+//!
+//! ```sh
+//! # one process, three replicas, the leader killed mid-run; starts its
+//! # own etcd (needs the `etcd` binary: apt-get install -y etcd-server)
+//! cargo run --example etcd_replicaset --features etcd -- --embedded
+//!
+//! # against a running etcd (etcd --data-dir /tmp/tend-etcd), one replica
+//! # per terminal; Ctrl-C one and watch another take over
+//! cargo run --example etcd_replicaset --features etcd -- --replica 1
+//! cargo run --example etcd_replicaset --features etcd -- --replica 2
+//! ```
+
+#[path = "../tests/support/etcd_replicaset.rs"]
+mod replicaset;
+
+use std::time::Duration;
+
+use tend::Source;
+use tend::etcd::{ElectionConfig, EtcdElection, WriteError};
+use tend::testing::etcd::{EtcdServer, connect};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use replicaset::{ELECTION, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let embedded = args.iter().any(|a| a == "--embedded");
+    let server = if embedded {
+        Some(EtcdServer::start().await?)
+    } else {
+        None
+    };
+    let endpoint = server.as_ref().map_or_else(
+        || value("--endpoint").unwrap_or_else(|| "http://127.0.0.1:2379".into()),
+        EtcdServer::endpoint,
+    );
+    let election = ElectionConfig::new(
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(500),
+    )?;
+    seed(&endpoint).await?;
+    if let Some(replica) = value("--replica") {
+        let config = ReplicaConfig {
+            identity: format!("replica-{replica}"),
+            endpoint,
+            election,
+            verbose: true,
+        };
+        println!("{} campaigning; Ctrl-C to stop", config.identity);
+        let stop = CancellationToken::new();
+        let ctrl_c = stop.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            ctrl_c.cancel();
+        });
+        return run_replica(config, stop).await;
+    }
+    let duration = value("--duration")
+        .and_then(|d| d.parse().ok())
+        .map_or(Duration::from_secs(16), Duration::from_secs);
+    in_one_process(endpoint, election, duration).await
+}
+
+/// Creates the replica set `web` (4 pods) unless it exists.
+async fn seed(endpoint: &str) -> Result<(), BoxError> {
+    let client = connect(endpoint).await?;
+    let web = ReplicaSet {
+        name: "web".into(),
+        replicas: 4,
+        version: tend::Revision::ZERO,
+    };
+    match replicasets(client).writer().create(&web, None).await {
+        Ok(_) | Err(WriteError::AlreadyExists { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Three replicas as tasks; the leader is killed halfway.
+async fn in_one_process(
+    endpoint: String,
+    election: ElectionConfig,
+    duration: Duration,
+) -> Result<(), BoxError> {
+    let client = connect(&endpoint).await?;
+    let observer = EtcdElection::builder(client.clone(), ELECTION).build();
+    let pod_source = pods(client);
+    let stop = CancellationToken::new();
+    let mut replicas: Vec<(String, tokio::task::JoinHandle<Result<(), BoxError>>)> = (1..=3)
+        .map(|i| {
+            let config = ReplicaConfig {
+                identity: format!("replica-{i}"),
+                endpoint: endpoint.clone(),
+                election,
+                verbose: true,
+            };
+            let id = config.identity.clone();
+            (id, tokio::spawn(run_replica(config, stop.clone())))
+        })
+        .collect();
+    let start = Instant::now();
+    let mut killed = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while start.elapsed() < duration {
+        tick.tick().await;
+        let leader = observer.leader().await?.unwrap_or_else(|| "nobody".into());
+        let count = pod_source.list().await.map_or(0, |s| s.objects.len());
+        println!(
+            "[{:>5.1}s] leader: {leader}, pods: {count}",
+            start.elapsed().as_secs_f64()
+        );
+        if killed.is_none() && start.elapsed() >= duration / 2 {
+            if let Some(index) = replicas.iter().position(|(id, _)| *id == leader) {
+                let (id, task) = replicas.remove(index);
+                task.abort();
+                let _ = task.await;
+                println!(
+                    "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
+                    start.elapsed().as_secs_f64()
+                );
+                killed = Some(id);
+            }
+        }
+    }
+    stop.cancel();
+    for (_, task) in replicas {
+        let _ = task.await;
+    }
+    let pods = pod_source.list().await?.objects;
+    let leader = observer.leader().await?;
+    println!(
+        "final: web wants 4, has {} pods; killed {}, leader now {}",
+        pods.len(),
+        killed.unwrap_or_else(|| "nobody".into()),
+        leader.unwrap_or_else(|| "nobody (all stopped)".into())
+    );
+    Ok(())
+}
