@@ -112,6 +112,7 @@ async fn in_one_process(
         .collect();
     let start = Instant::now();
     let mut killed = None;
+    let mut chaos = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     while start.elapsed() < duration {
         tick.tick().await;
@@ -121,6 +122,18 @@ async fn in_one_process(
             "[{:>5.1}s] leader: {leader}, pods: {count}",
             start.elapsed().as_secs_f64()
         );
+        if !chaos && start.elapsed() >= duration * 3 / 4 {
+            chaos = true;
+            let writer = pod_source.writer();
+            for pod in pod_source.list().await?.objects.iter().take(2) {
+                writer.delete(pod, None).await?;
+                println!(
+                    "[{:>5.1}s] CHAOS deleted {}",
+                    start.elapsed().as_secs_f64(),
+                    pod.name
+                );
+            }
+        }
         if killed.is_none() && start.elapsed() >= duration / 2 {
             if let Some(index) = replicas.iter().position(|(id, _)| *id == leader) {
                 let (id, task) = replicas.remove(index);
@@ -134,14 +147,14 @@ async fn in_one_process(
             }
         }
     }
+    let leader = observer.leader().await?;
     stop.cancel();
     for (_, task) in replicas {
         let _ = task.await;
     }
     let pods = pod_source.list().await?.objects;
-    let leader = observer.leader().await?;
     println!(
-        "final: web wants 4, has {} pods; killed {}, leader now {}",
+        "final: web wants 4, has {} pods; killed {}, leader at the end {}",
         pods.len(),
         killed.unwrap_or_else(|| "nobody".into()),
         leader.unwrap_or_else(|| "nobody (all stopped)".into())
