@@ -129,12 +129,34 @@ fn mpsc_baseline(runtime: &tokio::runtime::Runtime, objects: Vec<Item>) -> Durat
     })
 }
 
+/// Whether to run figure `name`: all, unless `TEND_BENCH` names one
+/// (`sync`, `storm`, `latency`), for profiling.
+fn selected(name: &str) -> bool {
+    std::env::var("TEND_BENCH").map_or(true, |only| only == name)
+}
+
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    if selected("sync") {
+        initial_sync();
+    }
+    if selected("storm") {
+        update_storm();
+    }
+    if selected("latency") {
+        latency();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
+
+fn initial_sync() {
+    let runtime = runtime();
 
     // 1. Initial sync of 100k objects until every key reconciled once.
     const OBJECTS: u64 = 100_000;
@@ -159,7 +181,10 @@ fn main() {
         OBJECTS as f64 / took.as_secs_f64(),
         took.as_secs_f64() / base.as_secs_f64()
     );
+}
 
+fn update_storm() {
+    let runtime = runtime();
     // 2. Update storm: 1M updates over 10k keys, until every key reconciled
     //    at its final version.
     const KEYS: u64 = 10_000;
@@ -196,7 +221,10 @@ fn main() {
         reconciles as f64 / KEYS as f64,
         took.as_secs_f64() / base.as_secs_f64()
     );
+}
 
+fn latency() {
+    let runtime = runtime();
     // 3. Latency: 20k updates/s for 5 s, backend write → reconcile start.
     let store = MemoryStore::new("latency");
     for id in 0..1_000 {

@@ -41,16 +41,21 @@ enum Ran<E> {
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Processes keys until the queue shuts down.
     pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
+        // One token per worker, replaced only once cancelled (a timeout): a
+        // child token per reconcile costs a lock on the shared parent.
+        let mut cancel = hard_stop.child_token();
         while let Some(key) = self.sink.queue.get().await {
-            self.process(key, &hard_stop).await;
+            if cancel.is_cancelled() {
+                cancel = hard_stop.child_token();
+            }
+            self.process(key, &cancel).await;
         }
     }
 
-    async fn process(&self, key: O::Key, hard_stop: &CancellationToken) {
+    async fn process(&self, key: O::Key, cancel: &CancellationToken) {
         let queue = &self.sink.queue;
         let triggers = self.sink.take(&key);
         let attempt = queue.retries(&key).saturating_add(1);
-        let cancel = hard_stop.child_token();
         let ctx = Context {
             key: key.clone(),
             object: self.store.get(&key),
@@ -69,8 +74,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         );
         self.observer.reconcile_started();
         let started = Instant::now();
-        let ran = self.call(ctx, &cancel).instrument(span.clone()).await;
-        cancel.cancel();
+        let ran = self.call(ctx, cancel).instrument(span.clone()).await;
+        if matches!(ran, Ran::TimedOut) {
+            cancel.cancel();
+        }
         let took = started.elapsed();
         let outcome = span.in_scope(|| self.settle(&key, ran, took));
         self.observer.reconcile_finished(outcome, took);
@@ -81,6 +88,12 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     async fn call(&self, ctx: Context<O>, cancel: &CancellationToken) -> Ran<R::Error> {
         let reconcile = AssertUnwindSafe(self.reconciler.reconcile(ctx)).catch_unwind();
         let limited = async {
+            let mut reconcile = std::pin::pin!(reconcile);
+            // Most reconciles finish in their first poll: only arm the
+            // timer (a runtime lookup and a clock read) for those that wait.
+            if let std::task::Poll::Ready(done) = futures::poll!(reconcile.as_mut()) {
+                return Some(done);
+            }
             match self.timeout {
                 Some(limit) => tokio::time::timeout(limit, reconcile).await.ok(),
                 None => Some(reconcile.await),
