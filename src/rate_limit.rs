@@ -47,6 +47,9 @@ pub trait RateLimiter<K>: Send + Sync {
 
     /// How many failures of `key` are on record since the last
     /// [`forget`](RateLimiter::forget).
+    ///
+    /// Controllers skip `forget` for keys with no retries on record, so a
+    /// limiter that keeps per-key state must count that key here.
     fn retries(&self, key: &K) -> u32;
 }
 

@@ -79,7 +79,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             cancel.cancel();
         }
         let took = started.elapsed();
-        let outcome = span.in_scope(|| self.settle(&key, ran, took));
+        let outcome = span.in_scope(|| self.settle(&key, attempt, ran, took));
         self.observer.reconcile_finished(outcome, took);
         // Cannot fail: this worker took `key` from the queue.
         let _ = queue.done(&key);
@@ -99,28 +99,40 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 None => Some(reconcile.await),
             }
         };
+        if cancel.is_cancelled() {
+            return Ran::Cancelled;
+        }
+        // The reconcile is polled first: registering with the token costs a
+        // lock, which a reconcile done in its first poll never needs.
         tokio::select! {
             biased;
-            () = cancel.cancelled() => Ran::Cancelled,
             ran = limited => match ran {
                 None => Ran::TimedOut,
                 Some(Ok(result)) => Ran::Returned(result),
                 Some(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
             },
+            () = cancel.cancelled() => Ran::Cancelled,
         }
     }
 
     /// Acts on the outcome: forget or back off, requeue, log.
-    fn settle(&self, key: &O::Key, ran: Ran<R::Error>, took: Duration) -> Outcome {
+    fn settle(&self, key: &O::Key, attempt: u32, ran: Ran<R::Error>, took: Duration) -> Outcome {
         let queue = &self.sink.queue;
+        // A first attempt has no failures on record: nothing to forget (see
+        // `RateLimiter::retries`), and a hash-map removal saved per reconcile.
+        let forget = |key| {
+            if attempt > 1 {
+                queue.forget(key);
+            }
+        };
         match ran {
             Ran::Returned(Ok(Action::Done)) => {
-                queue.forget(key);
+                forget(key);
                 tracing::debug!(?took, "reconciled");
                 Outcome::Success
             }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
-                queue.forget(key);
+                forget(key);
                 self.sink.note_timer(key, Trigger::Requeue, delay);
                 queue.add_after(key.clone(), delay);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
@@ -132,7 +144,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             Ran::Returned(Err(error)) => match self.reconciler.error_policy(&error) {
                 ErrorPolicy::Terminal => {
-                    queue.forget(key);
+                    forget(key);
                     tracing::error!(%error, "reconcile failed with a terminal error, not retrying");
                     Outcome::TerminalError
                 }
