@@ -3,10 +3,9 @@
 //! through a tokio mpsc to a single task. Run with
 //! `cargo bench --bench controller`; it prints one line per figure.
 
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,7 +49,9 @@ fn item(id: u64, value: u64) -> Item {
 #[derive(Default)]
 struct NoOp {
     reconciles: AtomicUsize,
-    done: Mutex<HashSet<u64>>,
+    /// Per key: reached the target; and how many keys have.
+    reached: Vec<AtomicBool>,
+    done: AtomicUsize,
     target: u64,
     latencies: Mutex<Vec<Duration>>,
 }
@@ -67,7 +68,9 @@ impl Reconciler<Item> for Arc<NoOp> {
                     .expect("not poisoned")
                     .push(item.written.elapsed());
             } else if item.value >= self.target {
-                self.done.lock().expect("not poisoned").insert(item.id);
+                if !self.reached[item.id as usize].swap(true, Ordering::Relaxed) {
+                    self.done.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         Ok(Action::Done)
@@ -166,6 +169,7 @@ fn initial_sync() {
     }
     let reconciler = Arc::new(NoOp {
         target: 1,
+        reached: (0..OBJECTS).map(|_| AtomicBool::new(false)).collect(),
         ..NoOp::default()
     });
     let took = run_until(
@@ -173,7 +177,7 @@ fn initial_sync() {
         &store,
         &reconciler,
         || {},
-        |r| r.done.lock().expect("not poisoned").len() == OBJECTS as usize,
+        |r| r.done.load(Ordering::Relaxed) == OBJECTS as usize,
     );
     let base = mpsc_baseline(&runtime, (0..OBJECTS).map(|id| item(id, 1)).collect());
     println!(
@@ -195,6 +199,7 @@ fn update_storm() {
     }
     let reconciler = Arc::new(NoOp {
         target: UPDATES / KEYS,
+        reached: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
         ..NoOp::default()
     });
     let writer = store.clone();
@@ -209,7 +214,7 @@ fn update_storm() {
                 }
             });
         },
-        |r| r.done.lock().expect("not poisoned").len() == KEYS as usize,
+        |r| r.done.load(Ordering::Relaxed) == KEYS as usize,
     );
     let reconciles = reconciler.reconciles.load(Ordering::Relaxed);
     let base = mpsc_baseline(
