@@ -67,10 +67,10 @@ impl Reconciler<Item> for Arc<NoOp> {
                     .lock()
                     .expect("not poisoned")
                     .push(item.written.elapsed());
-            } else if item.value >= self.target {
-                if !self.reached[item.id as usize].swap(true, Ordering::Relaxed) {
-                    self.done.fetch_add(1, Ordering::Relaxed);
-                }
+            } else if item.value >= self.target
+                && !self.reached[item.id as usize].swap(true, Ordering::Relaxed)
+            {
+                self.done.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(Action::Done)
