@@ -3,10 +3,9 @@
 //! through a tokio mpsc to a single task. Run with
 //! `cargo bench --bench controller`; it prints one line per figure.
 
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,7 +49,9 @@ fn item(id: u64, value: u64) -> Item {
 #[derive(Default)]
 struct NoOp {
     reconciles: AtomicUsize,
-    done: Mutex<HashSet<u64>>,
+    /// Per key: reached the target; and how many keys have.
+    reached: Vec<AtomicBool>,
+    done: AtomicUsize,
     target: u64,
     latencies: Mutex<Vec<Duration>>,
 }
@@ -66,8 +67,10 @@ impl Reconciler<Item> for Arc<NoOp> {
                     .lock()
                     .expect("not poisoned")
                     .push(item.written.elapsed());
-            } else if item.value >= self.target {
-                self.done.lock().expect("not poisoned").insert(item.id);
+            } else if item.value >= self.target
+                && !self.reached[item.id as usize].swap(true, Ordering::Relaxed)
+            {
+                self.done.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(Action::Done)
@@ -129,12 +132,34 @@ fn mpsc_baseline(runtime: &tokio::runtime::Runtime, objects: Vec<Item>) -> Durat
     })
 }
 
+/// Whether to run figure `name`: all, unless `TEND_BENCH` names one
+/// (`sync`, `storm`, `latency`), for profiling.
+fn selected(name: &str) -> bool {
+    std::env::var("TEND_BENCH").map_or(true, |only| only == name)
+}
+
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    if selected("sync") {
+        initial_sync();
+    }
+    if selected("storm") {
+        update_storm();
+    }
+    if selected("latency") {
+        latency();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
+
+fn initial_sync() {
+    let runtime = runtime();
 
     // 1. Initial sync of 100k objects until every key reconciled once.
     const OBJECTS: u64 = 100_000;
@@ -144,6 +169,7 @@ fn main() {
     }
     let reconciler = Arc::new(NoOp {
         target: 1,
+        reached: (0..OBJECTS).map(|_| AtomicBool::new(false)).collect(),
         ..NoOp::default()
     });
     let took = run_until(
@@ -151,7 +177,7 @@ fn main() {
         &store,
         &reconciler,
         || {},
-        |r| r.done.lock().expect("not poisoned").len() == OBJECTS as usize,
+        |r| r.done.load(Ordering::Relaxed) == OBJECTS as usize,
     );
     let base = mpsc_baseline(&runtime, (0..OBJECTS).map(|id| item(id, 1)).collect());
     println!(
@@ -159,7 +185,10 @@ fn main() {
         OBJECTS as f64 / took.as_secs_f64(),
         took.as_secs_f64() / base.as_secs_f64()
     );
+}
 
+fn update_storm() {
+    let runtime = runtime();
     // 2. Update storm: 1M updates over 10k keys, until every key reconciled
     //    at its final version.
     const KEYS: u64 = 10_000;
@@ -170,6 +199,7 @@ fn main() {
     }
     let reconciler = Arc::new(NoOp {
         target: UPDATES / KEYS,
+        reached: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
         ..NoOp::default()
     });
     let writer = store.clone();
@@ -184,7 +214,7 @@ fn main() {
                 }
             });
         },
-        |r| r.done.lock().expect("not poisoned").len() == KEYS as usize,
+        |r| r.done.load(Ordering::Relaxed) == KEYS as usize,
     );
     let reconciles = reconciler.reconciles.load(Ordering::Relaxed);
     let base = mpsc_baseline(
@@ -196,7 +226,10 @@ fn main() {
         reconciles as f64 / KEYS as f64,
         took.as_secs_f64() / base.as_secs_f64()
     );
+}
 
+fn latency() {
+    let runtime = runtime();
     // 3. Latency: 20k updates/s for 5 s, backend write → reconcile start.
     let store = MemoryStore::new("latency");
     for id in 0..1_000 {

@@ -18,6 +18,8 @@
 //! - [`WorkQueue`]: the deduplicating, rate-limited, prioritised queue of keys
 //!   that every controller runs on.
 //! - [`rate_limit`]: per-key backoff and overall rate limits for retries.
+//! - [`testing`]: a harness that runs your controllers in tests until they
+//!   settle.
 //! - [`controller`]: the [`Reconciler`](controller::Reconciler) trait you
 //!   implement and the [`Controller`](controller::Controller) that runs it.
 //! - [`manager`]: the [`Manager`](manager::Manager) that runs several
@@ -37,7 +39,6 @@ mod queue;
 pub mod rate_limit;
 mod source;
 mod sync;
-#[cfg(feature = "etcd")]
 pub mod testing;
 
 pub use informer::{

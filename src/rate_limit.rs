@@ -26,6 +26,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use dashmap::DashMap;
+use foldhash::fast::RandomState;
 use tokio::time::Instant;
 
 use crate::QueueKey;
@@ -46,6 +47,9 @@ pub trait RateLimiter<K>: Send + Sync {
 
     /// How many failures of `key` are on record since the last
     /// [`forget`](RateLimiter::forget).
+    ///
+    /// Controllers skip `forget` for keys with no retries on record, so a
+    /// limiter that keeps per-key state must count that key here.
     fn retries(&self, key: &K) -> u32;
 }
 
@@ -89,7 +93,7 @@ pub struct ExponentialBackoff<K> {
     base: Duration,
     cap: Duration,
     jitter: f64,
-    failures: DashMap<K, u32>,
+    failures: DashMap<K, u32, RandomState>,
 }
 
 impl<K: QueueKey> ExponentialBackoff<K> {
@@ -110,7 +114,7 @@ impl<K: QueueKey> ExponentialBackoff<K> {
             base,
             cap,
             jitter: 0.0,
-            failures: DashMap::new(),
+            failures: DashMap::default(),
         })
     }
 
@@ -238,7 +242,7 @@ pub struct FastSlow<K: QueueKey> {
     fast: Duration,
     slow: Duration,
     fast_attempts: u32,
-    failures: DashMap<K, u32>,
+    failures: DashMap<K, u32, RandomState>,
 }
 
 impl<K: QueueKey> FastSlow<K> {
@@ -250,7 +254,7 @@ impl<K: QueueKey> FastSlow<K> {
             fast,
             slow,
             fast_attempts: fast_attempts.get(),
-            failures: DashMap::new(),
+            failures: DashMap::default(),
         }
     }
 }
@@ -333,7 +337,7 @@ pub fn default_rate_limiter<K: QueueKey>() -> MaxOf<K> {
         base: BASE,
         cap: CAP,
         jitter: 0.0,
-        failures: DashMap::new(),
+        failures: DashMap::default(),
     };
     MaxOf::new(vec![
         Box::new(backoff),

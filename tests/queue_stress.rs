@@ -5,7 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use tend::WorkQueue;
+use tend::{QueueObserver, WorkQueue};
+
+/// Keeps the last depth reported.
+#[derive(Default)]
+struct LastDepth(std::sync::atomic::AtomicUsize);
+
+impl QueueObserver for LastDepth {
+    fn depth(&self, ready: usize) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+}
 
 const KEYS: usize = 100_000;
 const PRODUCERS: usize = 8;
@@ -47,7 +57,10 @@ fn no_key_is_lost_or_processed_twice_at_once_under_contention() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let queue = WorkQueue::<usize>::new();
+        let depth = Arc::new(LastDepth::default());
+        let queue = WorkQueue::<usize>::builder()
+            .observer(depth.clone())
+            .build();
         let ledger = Arc::new(Ledger::new());
         let consumers: Vec<_> = (0..CONSUMERS)
             .map(|worker| {
@@ -104,6 +117,8 @@ fn no_key_is_lost_or_processed_twice_at_once_under_contention() {
         })
         .await
         .expect("the queue did not become idle within 120 s");
+        // Depth reports arrive in order: the last one says the queue is empty.
+        assert_eq!(depth.0.load(Ordering::SeqCst), 0);
         queue.shutdown();
         for consumer in consumers {
             consumer.await.expect("a consumer panicked");

@@ -183,7 +183,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
         let sink = Enqueue {
             queue: self.queue.clone(),
-            triggers: Arc::new(DashMap::new()),
+            triggers: Arc::new(DashMap::default()),
             background: self.config.background,
         };
         let mut caches = Caches::default();

@@ -61,7 +61,7 @@ impl<P: Object> fmt::Debug for Watch<P> {
 /// Puts keys into the controller's queue, remembering why.
 pub(crate) struct Enqueue<K: crate::QueueKey> {
     pub(crate) queue: WorkQueue<K>,
-    pub(crate) triggers: Arc<DashMap<K, Pending>>,
+    pub(crate) triggers: Arc<DashMap<K, Pending, foldhash::fast::RandomState>>,
     pub(crate) background: Priority,
 }
 

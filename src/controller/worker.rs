@@ -41,16 +41,21 @@ enum Ran<E> {
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Processes keys until the queue shuts down.
     pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
+        // One token per worker, replaced only once cancelled (a timeout): a
+        // child token per reconcile costs a lock on the shared parent.
+        let mut cancel = hard_stop.child_token();
         while let Some(key) = self.sink.queue.get().await {
-            self.process(key, &hard_stop).await;
+            if cancel.is_cancelled() {
+                cancel = hard_stop.child_token();
+            }
+            self.process(key, &cancel).await;
         }
     }
 
-    async fn process(&self, key: O::Key, hard_stop: &CancellationToken) {
+    async fn process(&self, key: O::Key, cancel: &CancellationToken) {
         let queue = &self.sink.queue;
         let triggers = self.sink.take(&key);
         let attempt = queue.retries(&key).saturating_add(1);
-        let cancel = hard_stop.child_token();
         let ctx = Context {
             key: key.clone(),
             object: self.store.get(&key),
@@ -69,10 +74,12 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         );
         self.observer.reconcile_started();
         let started = Instant::now();
-        let ran = self.call(ctx, &cancel).instrument(span.clone()).await;
-        cancel.cancel();
+        let ran = self.call(ctx, cancel).instrument(span.clone()).await;
+        if matches!(ran, Ran::TimedOut) {
+            cancel.cancel();
+        }
         let took = started.elapsed();
-        let outcome = span.in_scope(|| self.settle(&key, ran, took));
+        let outcome = span.in_scope(|| self.settle(&key, attempt, ran, took));
         self.observer.reconcile_finished(outcome, took);
         // Cannot fail: this worker took `key` from the queue.
         let _ = queue.done(&key);
@@ -81,33 +88,51 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     async fn call(&self, ctx: Context<O>, cancel: &CancellationToken) -> Ran<R::Error> {
         let reconcile = AssertUnwindSafe(self.reconciler.reconcile(ctx)).catch_unwind();
         let limited = async {
+            let mut reconcile = std::pin::pin!(reconcile);
+            // Most reconciles finish in their first poll: only arm the
+            // timer (a runtime lookup and a clock read) for those that wait.
+            if let std::task::Poll::Ready(done) = futures::poll!(reconcile.as_mut()) {
+                return Some(done);
+            }
             match self.timeout {
                 Some(limit) => tokio::time::timeout(limit, reconcile).await.ok(),
                 None => Some(reconcile.await),
             }
         };
+        if cancel.is_cancelled() {
+            return Ran::Cancelled;
+        }
+        // The reconcile is polled first: registering with the token costs a
+        // lock, which a reconcile done in its first poll never needs.
         tokio::select! {
             biased;
-            () = cancel.cancelled() => Ran::Cancelled,
             ran = limited => match ran {
                 None => Ran::TimedOut,
                 Some(Ok(result)) => Ran::Returned(result),
                 Some(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
             },
+            () = cancel.cancelled() => Ran::Cancelled,
         }
     }
 
     /// Acts on the outcome: forget or back off, requeue, log.
-    fn settle(&self, key: &O::Key, ran: Ran<R::Error>, took: Duration) -> Outcome {
+    fn settle(&self, key: &O::Key, attempt: u32, ran: Ran<R::Error>, took: Duration) -> Outcome {
         let queue = &self.sink.queue;
+        // A first attempt has no failures on record: nothing to forget (see
+        // `RateLimiter::retries`), and a hash-map removal saved per reconcile.
+        let forget = |key| {
+            if attempt > 1 {
+                queue.forget(key);
+            }
+        };
         match ran {
             Ran::Returned(Ok(Action::Done)) => {
-                queue.forget(key);
+                forget(key);
                 tracing::debug!(?took, "reconciled");
                 Outcome::Success
             }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
-                queue.forget(key);
+                forget(key);
                 self.sink.note_timer(key, Trigger::Requeue, delay);
                 queue.add_after(key.clone(), delay);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
@@ -119,7 +144,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             Ran::Returned(Err(error)) => match self.reconciler.error_policy(&error) {
                 ErrorPolicy::Terminal => {
-                    queue.forget(key);
+                    forget(key);
                     tracing::error!(%error, "reconcile failed with a terminal error, not retrying");
                     Outcome::TerminalError
                 }

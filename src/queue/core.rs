@@ -6,11 +6,13 @@
 //!
 //! # Invariants
 //!
-//! - A key has a `Slot` iff it is ready (`queued`) or scheduled (`timer`),
-//!   never both: queueing a key cancels its timer, and scheduling a ready key
-//!   is a no-op (it is already due sooner).
-//! - A key in `in_flight` is never ready; an add marks it dirty instead, and
-//!   `done` queues it again.
+//! - A key has a `Slot` iff it is ready (`queued`), scheduled (`timer`) or
+//!   held by a worker (`flight`). Ready and scheduled never go together:
+//!   queueing a key cancels its timer, and scheduling a ready key is a no-op
+//!   (it is already due sooner).
+//! - A key in flight is never ready; an add marks it dirty instead, and
+//!   `done` queues it again. One map for all three keeps every operation to
+//!   one hash lookup (two when a slot empties).
 //! - `levels` and `timers` may hold stale entries (a key re-prioritised, a
 //!   timer superseded); an entry is live iff its `seq` equals the one in the
 //!   key's slot. Stale entries are counted and compacted when they outnumber
@@ -32,12 +34,12 @@ const COMPACT_FLOOR: usize = 64;
 
 pub(crate) struct Core<K> {
     slots: HashMap<K, Slot, RandomState>,
-    in_flight: HashMap<K, InFlight, RandomState>,
     levels: Levels<K>,
     timers: BinaryHeap<TimerEntry<K>>,
     next_seq: u64,
     ready: usize,
     scheduled: usize,
+    in_flight: usize,
     stale_ready: usize,
     stale_timers: usize,
     max_wait: Duration,
@@ -51,6 +53,13 @@ pub(crate) struct Core<K> {
 struct Slot {
     queued: Option<Queued>,
     timer: Option<Timer>,
+    flight: Option<InFlight>,
+}
+
+impl Slot {
+    fn is_empty(&self) -> bool {
+        self.queued.is_none() && self.timer.is_none() && self.flight.is_none()
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -156,12 +165,12 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
             slots: HashMap::default(),
-            in_flight: HashMap::default(),
             levels: Levels::new(),
             timers: BinaryHeap::new(),
             next_seq: 0,
             ready: 0,
             scheduled: 0,
+            in_flight: 0,
             stale_ready: 0,
             stale_timers: 0,
             max_wait,
@@ -183,12 +192,6 @@ impl<K: QueueKey> Core<K> {
         if self.shut_down {
             return Added::Rejected;
         }
-        if let Some(flight) = self.in_flight.get_mut(&key) {
-            flight.mark_dirty(priority, now());
-            // Running again right after `done` is sooner than any timer.
-            self.cancel_timer(&key);
-            return Added::Dirty;
-        }
         self.next_seq += 1;
         let seq = self.next_seq;
         match self.slots.entry(key) {
@@ -201,7 +204,7 @@ impl<K: QueueKey> Core<K> {
                         priority,
                         since: now,
                     }),
-                    timer: None,
+                    ..Slot::default()
                 });
                 self.ready += 1;
                 push_ready(&mut self.levels, priority, seq, now, key);
@@ -209,6 +212,15 @@ impl<K: QueueKey> Core<K> {
             }
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
+                if let Some(flight) = &mut slot.flight {
+                    flight.mark_dirty(priority, now());
+                    // Running again right after `done` is sooner than any timer.
+                    if slot.timer.take().is_some() {
+                        self.scheduled -= 1;
+                        self.stale_timers += 1;
+                    }
+                    return Added::Dirty;
+                }
                 let (since, added) = match slot.queued {
                     Some(queued) if queued.priority >= priority => return Added::Deduplicated,
                     // Raised priority: move to the new level, keeping its age.
@@ -245,16 +257,14 @@ impl<K: QueueKey> Core<K> {
         if deadline <= now {
             return Scheduled::Now(self.add(key, Priority::NORMAL, || now));
         }
-        if self.in_flight.get(&key).is_some_and(|f| f.dirty.is_some()) {
-            return Scheduled::Deduplicated;
-        }
         self.next_seq += 1;
         let seq = self.next_seq;
         let (key, slot) = match self.slots.entry(key) {
             Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
             Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
         };
-        if slot.queued.is_some() {
+        let dirty = slot.flight.as_ref().is_some_and(|f| f.dirty.is_some());
+        if slot.queued.is_some() || dirty {
             return Scheduled::Deduplicated;
         }
         match slot.timer {
@@ -272,7 +282,11 @@ impl<K: QueueKey> Core<K> {
     /// Whether `key` will be handed out without another add: ready, scheduled,
     /// or dirty while processing.
     pub(crate) fn is_pending(&self, key: &K) -> bool {
-        self.slots.contains_key(key) || self.in_flight.get(key).is_some_and(|f| f.dirty.is_some())
+        self.slots.get(key).is_some_and(|s| {
+            s.queued.is_some()
+                || s.timer.is_some()
+                || s.flight.as_ref().is_some_and(|f| f.dirty.is_some())
+        })
     }
 
     pub(crate) fn next(&mut self, now: Instant) -> Next<K> {
@@ -285,15 +299,6 @@ impl<K: QueueKey> Core<K> {
                 wake_at: self.timers.peek().map(|t| t.deadline),
             };
         };
-        self.ready -= 1;
-        self.slots.remove(&key);
-        self.in_flight.insert(
-            key.clone(),
-            InFlight {
-                started: now,
-                dirty: None,
-            },
-        );
         Next::Key {
             key,
             waited: now.saturating_duration_since(queued.since),
@@ -302,30 +307,29 @@ impl<K: QueueKey> Core<K> {
     }
 
     pub(crate) fn done(&mut self, key: &K, now: Instant) -> Result<Finished, NotInFlight> {
-        let (key, flight) = self.in_flight.remove_entry(key).ok_or(NotInFlight)?;
+        let slot = self.slots.get_mut(key).ok_or(NotInFlight)?;
+        let flight = slot.flight.take().ok_or(NotInFlight)?;
+        self.in_flight -= 1;
         let worked = now.saturating_duration_since(flight.started);
         let Some((priority, since)) = flight.dirty else {
+            if slot.is_empty() {
+                self.slots.remove(key);
+            }
             return Ok(Finished {
                 worked,
                 requeued: false,
             });
         };
-        // A dirty key has no slot's `queued` (adds only marked it dirty) and
-        // no timer (marking it dirty cancelled that).
+        // A dirty key is not queued (adds only marked it dirty) and has no
+        // timer (marking it dirty cancelled that, and later timers dedup).
         self.next_seq += 1;
         let seq = self.next_seq;
-        self.slots.insert(
-            key.clone(),
-            Slot {
-                queued: Some(Queued {
-                    seq,
-                    priority,
-                    since,
-                }),
-                timer: None,
-            },
-        );
-        push_ready(&mut self.levels, priority, seq, since, key);
+        slot.queued = Some(Queued {
+            seq,
+            priority,
+            since,
+        });
+        push_ready(&mut self.levels, priority, seq, since, key.clone());
         self.ready += 1;
         Ok(Finished {
             worked,
@@ -341,13 +345,18 @@ impl<K: QueueKey> Core<K> {
             return 0;
         }
         self.shut_down = true;
-        let dirty = self
-            .in_flight
-            .values_mut()
-            .filter_map(|f| f.dirty.take())
-            .count();
+        let mut dirty = 0;
+        // Keep only the in-flight keys, without their dirty marks.
+        self.slots.retain(|_, slot| {
+            slot.queued = None;
+            slot.timer = None;
+            let Some(flight) = &mut slot.flight else {
+                return false;
+            };
+            dirty += usize::from(flight.dirty.take().is_some());
+            true
+        });
         let dropped = (self.ready + self.scheduled + dirty) as u64;
-        self.slots.clear();
         self.levels.clear();
         self.timers.clear();
         (
@@ -366,7 +375,7 @@ impl<K: QueueKey> Core<K> {
 
     /// A drain is over when nothing is in flight, or a later shutdown cut it short.
     pub(crate) fn is_drained(&self) -> bool {
-        self.in_flight.is_empty() || self.drain_abandoned
+        self.in_flight == 0 || self.drain_abandoned
     }
 
     pub(crate) fn ready_len(&self) -> usize {
@@ -378,16 +387,19 @@ impl<K: QueueKey> Core<K> {
     }
 
     pub(crate) fn in_flight_len(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
     }
 
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
-    /// Every in-flight key with the time its processing started.
+    /// Every in-flight key with the time its processing started (a scan of
+    /// all keys: for scrapes and debugging, not hot paths).
     pub(crate) fn in_flight(&self) -> impl Iterator<Item = (&K, Instant)> {
-        self.in_flight.iter().map(|(k, f)| (k, f.started))
+        self.slots
+            .iter()
+            .filter_map(|(k, s)| s.flight.as_ref().map(|f| (k, f.started)))
     }
 
     /// Heap entries, live or stale (for tests of compaction).
@@ -402,19 +414,6 @@ impl<K: QueueKey> Core<K> {
         self.levels.entries()
     }
 
-    fn cancel_timer(&mut self, key: &K) {
-        let Some(slot) = self.slots.get_mut(key) else {
-            return;
-        };
-        if slot.timer.take().is_some() {
-            self.scheduled -= 1;
-            self.stale_timers += 1;
-            if slot.queued.is_none() {
-                self.slots.remove(key);
-            }
-        }
-    }
-
     /// Moves every due timer's key to ready (or marks it dirty when it is in
     /// flight); returns how many fired.
     fn fire_timers(&mut self, now: Instant) -> usize {
@@ -424,32 +423,28 @@ impl<K: QueueKey> Core<K> {
                 break;
             }
             let TimerEntry { deadline, seq, key } = PeekMut::pop(top);
-            let Entry::Occupied(mut slot) = self.slots.entry(key) else {
+            let Some(slot) = self.slots.get_mut(&key) else {
                 self.stale_timers -= 1;
                 continue;
             };
-            if slot.get().timer.is_none_or(|t| t.seq != seq) {
+            if slot.timer.is_none_or(|t| t.seq != seq) {
                 self.stale_timers -= 1;
                 continue;
             }
+            slot.timer = None;
             self.scheduled -= 1;
             fired += 1;
-            if let Some(flight) = self.in_flight.get_mut(slot.key()) {
+            if let Some(flight) = &mut slot.flight {
                 flight.mark_dirty(Priority::NORMAL, deadline);
-                slot.remove();
                 continue;
             }
             self.next_seq += 1;
             let seq = self.next_seq;
-            let key = slot.key().clone();
-            *slot.get_mut() = Slot {
-                queued: Some(Queued {
-                    seq,
-                    priority: Priority::NORMAL,
-                    since: deadline,
-                }),
-                timer: None,
-            };
+            slot.queued = Some(Queued {
+                seq,
+                priority: Priority::NORMAL,
+                since: deadline,
+            });
             push_ready(&mut self.levels, Priority::NORMAL, seq, deadline, key);
             self.ready += 1;
         }
@@ -459,13 +454,25 @@ impl<K: QueueKey> Core<K> {
     /// Pops the next live ready key: the highest priority level's oldest key,
     /// except that on every other pop a key that has waited longer than
     /// `max_wait` in a lower level goes first, so low priorities never starve
-    /// yet never take more than half the throughput from fresh changes.
+    /// yet never take more than half the throughput from fresh changes. The
+    /// key is marked in flight.
     fn pop_ready(&mut self, now: Instant) -> Option<(K, Queued)> {
         loop {
             let (at, several_levels) = self.choose_level(now)?;
             let entry = self.levels.pop(at)?;
-            match self.slots.get(&entry.key).and_then(|s| s.queued) {
+            let Some(slot) = self.slots.get_mut(&entry.key) else {
+                self.stale_ready -= 1;
+                continue;
+            };
+            match slot.queued {
                 Some(queued) if queued.seq == entry.seq => {
+                    slot.queued = None;
+                    slot.flight = Some(InFlight {
+                        started: now,
+                        dirty: None,
+                    });
+                    self.ready -= 1;
+                    self.in_flight += 1;
                     if several_levels {
                         self.aged_turn = !self.aged_turn;
                     }

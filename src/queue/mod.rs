@@ -139,11 +139,8 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        let (added, ready) = {
-            let mut core = lock(&self.shared.core);
-            (core.add(key, priority, now), core.ready_len())
-        };
-        self.after_add(added, ready);
+        let (added, _) = self.with_core(|core| core.add(key, priority, now));
+        self.after_add(added);
     }
 
     /// Adds `key` after `delay`. If the key is already due sooner (ready,
@@ -153,11 +150,8 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn add_after(&self, key: K, delay: Duration) {
         let now = now();
         let deadline = deadline(now, delay);
-        let (scheduled, ready) = {
-            let mut core = lock(&self.shared.core);
-            (core.add_after(key, deadline, now), core.ready_len())
-        };
-        self.after_schedule(scheduled, ready);
+        let (scheduled, _) = self.with_core(|core| core.add_after(key, deadline, now));
+        self.after_schedule(scheduled);
     }
 
     /// Adds `key` after the delay its rate limiter gives, recording one more
@@ -168,19 +162,17 @@ impl<K: QueueKey> WorkQueue<K> {
     /// token of a shared bucket nor counts as a failure.
     pub fn add_rate_limited(&self, key: K) {
         let now = now();
-        let (scheduled, ready) = {
-            let mut core = lock(&self.shared.core);
+        let (scheduled, _) = self.with_core(|core| {
             if core.is_shut_down() || core.is_pending(&key) {
-                return;
+                return None;
             }
             let delay = self.shared.limiter.when(&key);
-            (
-                core.add_after(key, deadline(now, delay), now),
-                core.ready_len(),
-            )
-        };
-        self.shared.observer.retried();
-        self.after_schedule(scheduled, ready);
+            Some(core.add_after(key, deadline(now, delay), now))
+        });
+        if let Some(scheduled) = scheduled {
+            self.shared.observer.retried();
+            self.after_schedule(scheduled);
+        }
     }
 
     /// Forgets `key`'s failures: its next rate-limited add starts the backoff
@@ -234,10 +226,7 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     fn take_next(&self) -> Taken<K> {
-        let (next, ready) = {
-            let mut core = lock(&self.shared.core);
-            (core.next(now()), core.ready_len())
-        };
+        let (next, ready) = self.with_core(|core| core.next(now()));
         match next {
             Next::Key { key, waited, fired } => {
                 for _ in 0..fired {
@@ -248,7 +237,6 @@ impl<K: QueueKey> WorkQueue<K> {
                     self.shared.ready.notify_one();
                 }
                 self.shared.observer.queued_for(waited);
-                self.shared.observer.depth(ready);
                 Taken::Key(key)
             }
             Next::ShutDown => Taken::ShutDown,
@@ -265,18 +253,15 @@ impl<K: QueueKey> WorkQueue<K> {
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
         let now = now();
-        let (finished, ready, drained) = {
-            let mut core = lock(&self.shared.core);
+        let ((finished, drained), _) = self.with_core(|core| {
             let finished = core.done(key, now);
-            let drained = core.is_shut_down() && core.is_drained();
-            (finished, core.ready_len(), drained)
-        };
+            (finished, core.is_shut_down() && core.is_drained())
+        });
         let finished = finished.map_err(|_| DoneError {
             key: format!("{key:?}"),
         })?;
         if finished.requeued {
             self.shared.ready.notify_one();
-            self.shared.observer.depth(ready);
         }
         if drained {
             self.shared.drained.notify_waiters();
@@ -293,12 +278,11 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Called while a [`shutdown_with_drain`](Self::shutdown_with_drain) is
     /// waiting, it cuts that wait short.
     pub fn shutdown(&self) {
-        let dropped = lock(&self.shared.core).shut_down();
+        let (dropped, _) = self.with_core(Core::shut_down);
         self.shared.ready.notify_waiters();
         self.shared.drained.notify_waiters();
         if dropped > 0 {
             self.shared.observer.dropped(dropped);
-            self.shared.observer.depth(0);
         }
     }
 
@@ -379,21 +363,35 @@ impl<K: QueueKey> WorkQueue<K> {
         keys
     }
 
-    fn after_add(&self, added: Added, ready: usize) {
+    /// Runs `f` on the locked core; returns its result and the ready count.
+    ///
+    /// A change of the ready count is reported to the observer before the
+    /// lock is released, so depth reports arrive in the order of the changes.
+    fn with_core<T>(&self, f: impl FnOnce(&mut Core<K>) -> T) -> (T, usize) {
+        let mut core = lock(&self.shared.core);
+        let before = core.ready_len();
+        let out = f(&mut core);
+        let ready = core.ready_len();
+        if ready != before {
+            self.shared.observer.depth(ready);
+        }
+        (out, ready)
+    }
+
+    fn after_add(&self, added: Added) {
         match added {
             Added::Queued => {
                 self.shared.ready.notify_one();
                 self.shared.observer.added();
-                self.shared.observer.depth(ready);
             }
             Added::Dirty => self.shared.observer.added(),
             Added::Deduplicated | Added::Rejected => {}
         }
     }
 
-    fn after_schedule(&self, scheduled: Scheduled, ready: usize) {
+    fn after_schedule(&self, scheduled: Scheduled) {
         match scheduled {
-            Scheduled::Now(added) => self.after_add(added, ready),
+            Scheduled::Now(added) => self.after_add(added),
             // A worker sleeping until a later deadline must look again.
             Scheduled::Timer { earliest: true } => self.shared.ready.notify_one(),
             Scheduled::Timer { earliest: false }

@@ -5,15 +5,17 @@ use std::time::Duration;
 /// Receives the queue's measurements, so that a metrics system can export
 /// them (the manager maps them to client-go's `workqueue_*` metrics).
 ///
-/// Every method has a no-op default. They are called outside the queue's
-/// lock, on the task that caused them, so they must be cheap and must not
-/// block.
+/// Every method has a no-op default. They are called on the task that
+/// caused them (`depth` under the queue's lock, the others after it), so
+/// they must be cheap and must not block.
 pub trait QueueObserver: Send + Sync {
     /// A key was added and will be handed out (deduplicated adds are not
     /// counted): `workqueue_adds_total`.
     fn added(&self) {}
 
-    /// The number of ready keys changed: `workqueue_depth`.
+    /// The number of ready keys changed: `workqueue_depth`. Called while the
+    /// queue's lock is held (so reports arrive in order): it must not call
+    /// back into the queue.
     fn depth(&self, _ready: usize) {}
 
     /// A key was handed to a worker after waiting `_waited` since it became

@@ -1,6 +1,270 @@
-//! Helpers for testing controllers built on tend.
+//! Helpers for testing your own controllers.
 //!
-//! - [`etcd`] (feature `etcd`): a real etcd server started on loopback for
-//!   a test, and a TCP proxy that can cut connections to it.
+//! With the `etcd` feature, [`etcd`] starts a real etcd server for a test
+//! and a TCP proxy that can cut a replica off from it.
+//!
+//! A [`Harness`] runs informers and controllers on the memory backend (or any
+//! source) and waits until they have nothing left to do, so a test can write
+//! the desired state, [`settle`](Harness::settle), and assert on the actual
+//! state. Use it under tokio's paused clock (`#[tokio::test(start_paused =
+//! true)]`): time then advances only when every task waits, so settling is
+//! deterministic and backoffs of minutes take no real time.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//! use tend::controller::{Action, Context, Controller, Reconciler};
+//! use tend::memory::MemoryStore;
+//! use tend::testing::Harness;
+//! use tend::{Informer, Object, Revision};
+//!
+//! #[derive(Clone, Debug)]
+//! struct Light { room: String, on: bool, version: Revision }
+//! impl Object for Light {
+//!     type Key = String;
+//!     fn key(&self) -> String { self.room.clone() }
+//!     fn version(&self) -> Revision { self.version }
+//!     fn set_version(&mut self, v: Revision) { self.version = v; }
+//! }
+//!
+//! /// Turns every light on.
+//! struct On(MemoryStore<Light>);
+//! impl Reconciler<Light> for On {
+//!     type Error = Infallible;
+//!     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
+//!         if let Some(light) = ctx.object().filter(|l| !l.on) {
+//!             let _ = self.0.update(Light { on: true, ..(**light).clone() });
+//!         }
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let lights = MemoryStore::new("lights");
+//! let informer = Informer::builder(lights.clone()).build()?;
+//! let mut harness = Harness::new();
+//! harness.informer(&informer);
+//! harness.controller(Controller::builder("on", &informer, On(lights.clone())).build()?);
+//!
+//! lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO })?;
+//! harness.settle(Duration::from_secs(60)).await?;
+//! assert!(lights.get(&"hall".to_owned()).unwrap().on);
+//! harness.shutdown().await?;
+//! # Ok(()) }
+//! ```
 
+#[cfg(feature = "etcd")]
 pub mod etcd;
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::QueueStats;
+use crate::controller::{Controller, Reconciler};
+use crate::informer::Informer;
+use crate::source::Object;
+
+/// Why a harness call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// Work was still going on when the timeout passed.
+    #[error("not settled within {timeout:?}: {busy}")]
+    NotSettled {
+        /// How long the harness waited.
+        timeout: Duration,
+        /// What was still busy.
+        busy: String,
+    },
+    /// An informer or controller stopped with an error, or panicked.
+    #[error("task `{task}` failed: {reason}")]
+    TaskFailed {
+        /// The informer or controller name.
+        task: String,
+        /// Its error, or the panic.
+        reason: String,
+    },
+}
+
+/// Runs informers and controllers for a test, and waits until they are idle.
+pub struct Harness {
+    stop: CancellationToken,
+    tasks: JoinSet<Result<(), HarnessError>>,
+    watched: Vec<Watched>,
+    quiet: Duration,
+}
+
+/// Something whose idleness `settle` checks.
+enum Watched {
+    Informer {
+        name: String,
+        synced: Box<dyn Fn() -> bool + Send + Sync>,
+    },
+    Queue {
+        name: String,
+        stats: Box<dyn Fn() -> QueueStats + Send + Sync>,
+    },
+}
+
+impl Harness {
+    /// An empty harness. Settling requires 50 ms of quiet (of tokio's clock).
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            stop: CancellationToken::new(),
+            tasks: JoinSet::new(),
+            watched: Vec::new(),
+            quiet: Duration::from_millis(50),
+        }
+    }
+
+    /// Runs `informer` until [`shutdown`](Self::shutdown).
+    pub fn informer<O: Object>(&mut self, informer: &Informer<O>) {
+        let (running, stop) = (informer.clone(), self.stop.clone());
+        let name = informer.name().to_owned();
+        self.watched.push(Watched::Informer {
+            name: name.clone(),
+            synced: Box::new({
+                let informer = informer.clone();
+                move || informer.is_synced()
+            }),
+        });
+        self.tasks.spawn(async move {
+            running
+                .run(stop)
+                .await
+                .map_err(|error| HarnessError::TaskFailed {
+                    task: name,
+                    reason: error.to_string(),
+                })
+        });
+    }
+
+    /// Runs `controller` until [`shutdown`](Self::shutdown).
+    pub fn controller<O: Object, R: Reconciler<O>>(&mut self, controller: Controller<O, R>) {
+        let name = controller.name().to_owned();
+        let queue = controller.queue();
+        self.watched.push(Watched::Queue {
+            name: name.clone(),
+            stats: Box::new(move || queue.stats()),
+        });
+        let stop = self.stop.clone();
+        self.tasks.spawn(async move {
+            controller
+                .run(stop)
+                .await
+                .map_err(|error| HarnessError::TaskFailed {
+                    task: name,
+                    reason: error.to_string(),
+                })
+        });
+    }
+
+    /// Waits until every informer is synced and every controller's queue has
+    /// no ready and no in-flight key, continuously for a short quiet period.
+    /// Scheduled keys (retries, requeues) do not count: a controller that
+    /// requeues every minute is idle between its runs.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::NotSettled`] naming what was busy when `timeout`
+    /// passed; [`HarnessError::TaskFailed`] if a task stopped with an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn settle(&mut self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        let mut quiet_since: Option<Instant> = None;
+        loop {
+            if let Some(result) = self.tasks.try_join_next() {
+                join_result(result)?;
+            }
+            let now = Instant::now();
+            match self.busy() {
+                None if quiet_since.is_some_and(|since| now - since >= self.quiet) => {
+                    return Ok(());
+                }
+                None => {
+                    quiet_since.get_or_insert(now);
+                }
+                Some(_) if now >= deadline => {
+                    let busy = self.busy().unwrap_or_default();
+                    return Err(HarnessError::NotSettled { timeout, busy });
+                }
+                Some(_) => quiet_since = None,
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// What is still busy, if anything.
+    fn busy(&self) -> Option<String> {
+        let busy: Vec<String> = self
+            .watched
+            .iter()
+            .filter_map(|watched| match watched {
+                Watched::Informer { name, synced } => {
+                    (!synced()).then(|| format!("informer `{name}` not synced"))
+                }
+                Watched::Queue { name, stats } => {
+                    let stats = stats();
+                    (stats.ready > 0 || stats.in_flight > 0).then(|| {
+                        format!(
+                            "controller `{name}` has {} ready and {} in-flight keys",
+                            stats.ready, stats.in_flight
+                        )
+                    })
+                }
+            })
+            .collect();
+        (!busy.is_empty()).then(|| busy.join(", "))
+    }
+
+    /// Stops everything and waits until every task has ended.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::TaskFailed`] for the first task that failed.
+    pub async fn shutdown(mut self) -> Result<(), HarnessError> {
+        self.stop.cancel();
+        let mut first_error = Ok(());
+        while let Some(result) = self.tasks.join_next().await {
+            if let Err(error) = join_result(result) {
+                first_error = first_error.and(Err(error));
+            }
+        }
+        first_error
+    }
+}
+
+fn join_result(
+    result: Result<Result<(), HarnessError>, tokio::task::JoinError>,
+) -> Result<(), HarnessError> {
+    result.map_err(|error| HarnessError::TaskFailed {
+        task: String::from("(unknown)"),
+        reason: error.to_string(),
+    })?
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("tasks", &self.tasks.len())
+            .field("busy", &self.busy())
+            .finish_non_exhaustive()
+    }
+}
