@@ -8,9 +8,10 @@ pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// Locks `mutex`, recovering the guard if a previous holder panicked.
 ///
-/// Holders of our locks keep their data consistent between statements (user
-/// callbacks run outside the lock or cannot leave it half-changed), so a
-/// poisoned lock still guards valid state and is safe to reuse.
+/// Holders of our locks keep their data consistent between statements, and
+/// the user callbacks called under a lock (the queue observer's `depth`, a
+/// rate limiter's `when`) run after the data is changed or before it is, so
+/// a poisoned lock still guards valid state and is safe to reuse.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()

@@ -440,3 +440,97 @@ async fn the_observer_sees_adds_depth_durations_retries_and_drops() {
     queue.shutdown();
     assert_eq!(recorder.dropped.load(Ordering::Relaxed), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_after_a_shutdown_still_waits_for_in_flight_keys() {
+    let queue = WorkQueue::new();
+    queue.add("a");
+    let key = next(&queue).await;
+    queue.shutdown();
+    let drains: Vec<_> = (0..2)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.shutdown_with_drain().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        drains.iter().all(|d| !d.is_finished()),
+        "a drain returned early"
+    );
+    queue.done(&key).expect("held");
+    for drain in drains {
+        timeout(Duration::from_secs(1), drain)
+            .await
+            .expect("the drain did not end after the last done")
+            .expect("drain task");
+    }
+}
+
+/// Workers that hold every key for an hour, recording when they got it.
+fn hoarders(
+    queue: &WorkQueue<&'static str>,
+    n: usize,
+) -> Arc<std::sync::Mutex<Vec<(&'static str, Duration)>>> {
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let start = Instant::now();
+    for _ in 0..n {
+        let (queue, got) = (queue.clone(), Arc::clone(&got));
+        tokio::spawn(async move {
+            while let Some(key) = queue.get().await {
+                got.lock()
+                    .expect("not poisoned")
+                    .push((key, start.elapsed()));
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                queue.done(&key).expect("held");
+            }
+        });
+    }
+    got
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_later_timer_fires_on_time_while_the_worker_that_watched_timers_is_busy() {
+    let queue = WorkQueue::new();
+    let got = hoarders(&queue, 4);
+    tokio::task::yield_now().await;
+    queue.add_after("a", Duration::from_secs(10));
+    queue.add_after("b", Duration::from_secs(20));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let got = got.lock().expect("not poisoned").clone();
+    assert_eq!(
+        got,
+        [
+            ("a", Duration::from_secs(10)),
+            ("b", Duration::from_secs(20))
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timers_due_together_go_to_as_many_idle_workers() {
+    let queue = WorkQueue::new();
+    let got = hoarders(&queue, 4);
+    tokio::task::yield_now().await;
+    for key in ["a", "b", "c"] {
+        queue.add_after(key, Duration::from_secs(10));
+    }
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let got = got.lock().expect("not poisoned").clone();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got.iter().all(|(_, at)| *at == Duration::from_secs(10)),
+        "{got:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_add_does_not_demote_a_pending_timer() {
+    let queue = WorkQueue::new();
+    queue.add_after("retry", Duration::from_secs(5));
+    queue.add_prioritized("retry", Priority::LOW);
+    queue.add("fresh");
+    // The retry keeps normal priority: FIFO with the fresh change.
+    assert_eq!(next(&queue).await, "retry");
+    assert_eq!(next(&queue).await, "fresh");
+}

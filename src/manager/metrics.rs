@@ -361,8 +361,8 @@ impl Collector for Pulled {
             .iter()
             .map(|(labels, queue)| (labels.clone(), queue.stats()))
             .collect();
-        // Pulled rather than pushed: pushed depths, reported outside the
-        // queue's lock by concurrent workers, can arrive out of order.
+        // Pulled at scrape time, like the other queue gauges: one consistent
+        // snapshot per queue.
         encode_gauges(
             &mut encoder,
             "workqueue_depth",

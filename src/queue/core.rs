@@ -45,7 +45,12 @@ pub(crate) struct Core<K> {
     max_wait: Duration,
     aged_turn: bool,
     shut_down: bool,
-    drain_abandoned: bool,
+    /// Bumped by every explicit shutdown: a drain that began at another
+    /// value was cut short.
+    drain_cuts: u64,
+    /// Workers sleeping until the earliest timer; when none is, a worker
+    /// that takes a key must wake another to watch the timers.
+    timer_watchers: usize,
     dropped: u64,
 }
 
@@ -176,7 +181,8 @@ impl<K: QueueKey> Core<K> {
             max_wait,
             aged_turn: false,
             shut_down: false,
-            drain_abandoned: false,
+            drain_cuts: 0,
+            timer_watchers: 0,
             dropped: 0,
         }
     }
@@ -186,7 +192,7 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn add(
         &mut self,
         key: K,
-        priority: Priority,
+        mut priority: Priority,
         now: impl FnOnce() -> Instant,
     ) -> Added {
         if self.shut_down {
@@ -213,6 +219,10 @@ impl<K: QueueKey> Core<K> {
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
                 if let Some(flight) = &mut slot.flight {
+                    if let Some(dirty) = &mut flight.dirty {
+                        dirty.0 = dirty.0.max(priority);
+                        return Added::Deduplicated;
+                    }
                     flight.mark_dirty(priority, now());
                     // Running again right after `done` is sooner than any timer.
                     if slot.timer.take().is_some() {
@@ -229,11 +239,14 @@ impl<K: QueueKey> Core<K> {
                         (queued.since, Added::Deduplicated)
                     }
                     None => {
-                        // Only a timer: ready now is sooner.
+                        // Only a timer: ready now is sooner. A timer fires at
+                        // normal priority, so a background add must not
+                        // demote it.
                         slot.timer = None;
                         self.scheduled -= 1;
                         self.stale_timers += 1;
                         self.ready += 1;
+                        priority = priority.max(Priority::NORMAL);
                         (now(), Added::Queued)
                     }
                 };
@@ -341,7 +354,6 @@ impl<K: QueueKey> Core<K> {
     /// how many were dropped. A second call abandons a pending drain.
     pub(crate) fn shut_down(&mut self) -> u64 {
         if self.shut_down {
-            self.drain_abandoned = true;
             return 0;
         }
         self.shut_down = true;
@@ -374,8 +386,35 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// A drain is over when nothing is in flight, or a later shutdown cut it short.
-    pub(crate) fn is_drained(&self) -> bool {
-        self.in_flight == 0 || self.drain_abandoned
+    /// Cuts short every drain in progress (see `is_drained`).
+    pub(crate) fn cut_drains(&mut self) {
+        self.drain_cuts += 1;
+    }
+
+    /// The value a drain starting now waits under.
+    pub(crate) fn drain_epoch(&self) -> u64 {
+        self.drain_cuts
+    }
+
+    /// A drain begun at `epoch` is over when nothing is in flight, or a later
+    /// explicit shutdown cut it short.
+    pub(crate) fn is_drained(&self, epoch: u64) -> bool {
+        self.in_flight == 0 || self.drain_cuts != epoch
+    }
+
+    /// A worker starts sleeping until the earliest timer.
+    pub(crate) fn watch_timers(&mut self) {
+        self.timer_watchers += 1;
+    }
+
+    /// A worker stopped sleeping until the earliest timer.
+    pub(crate) fn unwatch_timers(&mut self) {
+        self.timer_watchers = self.timer_watchers.saturating_sub(1);
+    }
+
+    /// Whether timers are pending with no worker sleeping until them.
+    pub(crate) fn timers_unwatched(&self) -> bool {
+        self.scheduled > 0 && self.timer_watchers == 0
     }
 
     pub(crate) fn ready_len(&self) -> usize {

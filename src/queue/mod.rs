@@ -23,9 +23,10 @@
 //! A synchronous core (`core.rs`: plain data, no tokio) sits behind one mutex
 //! (through the loom shim in `sync.rs`); this file is the async shell that
 //! reads tokio's clock, wakes waiters through [`Notify`] and calls the
-//! observer after unlocking. Lock order: the core's mutex, then the rate
-//! limiter's own lock (taken inside [`RateLimiter::when`]). No lock is held
-//! across an `.await`.
+//! observer. Two user callbacks run under the core's mutex, so they must not
+//! call back into the queue: [`QueueObserver::depth`] (so that depth reports
+//! arrive in order) and [`RateLimiter::when`]. Lock order: the core's mutex,
+//! then the rate limiter's own lock. No lock is held across an `.await`.
 
 mod builder;
 mod core;
@@ -197,7 +198,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// returns it, so dropping the future loses no key.
     pub async fn get(&self) -> Option<K> {
         // Fast path: a key is ready, no waiter registration needed.
-        match self.take_next() {
+        match self.take_next(false) {
             Taken::Key(key) => return Some(key),
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
@@ -208,7 +209,7 @@ impl<K: QueueKey> WorkQueue<K> {
             // Registered before looking again, so an add between the look and
             // the wait still wakes us.
             notified.as_mut().enable();
-            let wake_at = match self.take_next() {
+            let wake_at = match self.take_next(true) {
                 Taken::Key(key) => return Some(key),
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,
@@ -216,6 +217,9 @@ impl<K: QueueKey> WorkQueue<K> {
             match wake_at {
                 None => notified.await,
                 Some(deadline) => {
+                    // `take_next` counted us as a timer watcher; this guard
+                    // uncounts us however the wait ends (even if dropped).
+                    let _watching = TimerWatch(self);
                     tokio::select! {
                         () = &mut notified => {}
                         () = tokio::time::sleep_until(Instant::from_std(deadline)) => {}
@@ -225,22 +229,34 @@ impl<K: QueueKey> WorkQueue<K> {
         }
     }
 
-    fn take_next(&self) -> Taken<K> {
-        let (next, ready) = self.with_core(|core| core.next(now()));
+    /// Takes the next key. With `will_wait`, an empty queue with timers
+    /// counts the caller as sleeping until the earliest one (the caller must
+    /// then hold a `TimerWatch`).
+    fn take_next(&self, will_wait: bool) -> Taken<K> {
+        let ((next, unwatched), ready) = self.with_core(|core| {
+            let next = core.next(now());
+            if will_wait && matches!(next, Next::Empty { wake_at: Some(_) }) {
+                core.watch_timers();
+            }
+            let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
+            (next, unwatched)
+        });
         match next {
             Next::Key { key, waited, fired } => {
                 for _ in 0..fired {
                     self.shared.observer.added();
                 }
-                // Timers made more keys ready than this one.
-                if fired > 0 && ready > 0 {
+                // Timers made more keys ready than this one: a worker each.
+                // And if this worker was the one sleeping until the next
+                // timer, another must take over that watch.
+                for _ in 0..fired.min(ready) + usize::from(unwatched) {
                     self.shared.ready.notify_one();
                 }
                 self.shared.observer.queued_for(waited);
                 Taken::Key(key)
             }
             Next::ShutDown => Taken::ShutDown,
-            Next::Empty { wake_at } => Taken::Empty(wake_at),
+            Next::Empty { wake_at } => Taken::Empty(wake_at.filter(|_| will_wait)),
         }
     }
 
@@ -255,7 +271,7 @@ impl<K: QueueKey> WorkQueue<K> {
         let now = now();
         let ((finished, drained), _) = self.with_core(|core| {
             let finished = core.done(key, now);
-            (finished, core.is_shut_down() && core.is_drained())
+            (finished, core.is_shut_down() && core.in_flight_len() == 0)
         });
         let finished = finished.map_err(|_| DoneError {
             key: format!("{key:?}"),
@@ -278,7 +294,10 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Called while a [`shutdown_with_drain`](Self::shutdown_with_drain) is
     /// waiting, it cuts that wait short.
     pub fn shutdown(&self) {
-        let (dropped, _) = self.with_core(Core::shut_down);
+        let (dropped, _) = self.with_core(|core| {
+            core.cut_drains();
+            core.shut_down()
+        });
         self.shared.ready.notify_waiters();
         self.shared.drained.notify_waiters();
         if dropped > 0 {
@@ -286,21 +305,28 @@ impl<K: QueueKey> WorkQueue<K> {
         }
     }
 
-    /// Shuts the queue down like [`shutdown`](Self::shutdown), then waits
-    /// until every in-flight key is [`done`](Self::done), or until a later
-    /// `shutdown` cuts the wait short.
+    /// Shuts the queue down like [`shutdown`](Self::shutdown) (if it is not
+    /// already), then waits until every in-flight key is [`done`](Self::done),
+    /// or until a later `shutdown` cuts the wait short. Several drains may
+    /// wait at once; none cuts another short.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the shutdown happens on the first poll; dropping the
     /// future only stops the waiting.
     pub async fn shutdown_with_drain(&self) {
-        self.shutdown();
+        // Like `shutdown`, but without cutting drains short (this one's own,
+        // or others in progress).
+        let ((dropped, epoch), _) = self.with_core(|core| (core.shut_down(), core.drain_epoch()));
+        self.shared.ready.notify_waiters();
+        if dropped > 0 {
+            self.shared.observer.dropped(dropped);
+        }
         loop {
             let notified = self.shared.drained.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if lock(&self.shared.core).is_drained() {
+            if lock(&self.shared.core).is_drained(epoch) {
                 return;
             }
             notified.await;
@@ -403,6 +429,15 @@ impl<K: QueueKey> WorkQueue<K> {
 
 /// Tokio's clock (so paused-time tests drive the queue) as a std instant
 /// for the core.
+/// Counts a worker as sleeping until the earliest timer while it lives.
+struct TimerWatch<'a, K: QueueKey>(&'a WorkQueue<K>);
+
+impl<K: QueueKey> Drop for TimerWatch<'_, K> {
+    fn drop(&mut self) {
+        lock(&self.0.shared.core).unwatch_timers();
+    }
+}
+
 /// What one look at the core found for a worker.
 enum Taken<K> {
     Key(K),
@@ -417,7 +452,9 @@ fn now() -> std::time::Instant {
 /// `now + delay`, saturating at about a century rather than overflowing.
 fn deadline(now: std::time::Instant, delay: Duration) -> std::time::Instant {
     const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    now.checked_add(delay.min(FAR)).unwrap_or(now)
+    now.checked_add(delay.min(FAR))
+        .or_else(|| now.checked_add(FAR / 100))
+        .unwrap_or(now)
 }
 
 impl<K: QueueKey> Default for WorkQueue<K> {

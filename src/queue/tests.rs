@@ -128,12 +128,16 @@ impl Model {
             self.timers.remove(&key);
             return;
         }
-        self.timers.remove(&key);
+        // A timer fires at normal priority: replacing it never demotes.
+        let had_timer = self.timers.remove(&key).is_some();
         let stamp = self.stamp();
         if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
             if priority > entry.1 {
                 *entry = (key, priority, stamp);
             }
+        } else if had_timer {
+            self.ready
+                .push((key, priority.max(Priority::NORMAL), stamp));
         } else {
             self.ready.push((key, priority, stamp));
         }
