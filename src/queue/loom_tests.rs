@@ -108,8 +108,12 @@ fn a_drain_ends_when_the_last_key_is_done() {
                 lock(&core).done(&1, now).expect("in flight");
             })
         };
-        lock(&core).shut_down();
-        while !lock(&core).is_drained() {
+        let epoch = {
+            let mut core = lock(&core);
+            core.shut_down();
+            core.drain_epoch()
+        };
+        while !lock(&core).is_drained(epoch) {
             thread::yield_now();
         }
         worker.join().expect("worker");
