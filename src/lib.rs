@@ -40,6 +40,7 @@ pub mod rate_limit;
 mod source;
 mod sync;
 pub mod testing;
+mod time;
 
 pub use informer::{
     Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,

@@ -515,7 +515,7 @@ impl Reconciler<Set> for Arc<Hang> {
     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
         self.started.fetch_add(1, Ordering::SeqCst);
         let _flag = DropFlag(Arc::clone(&self.dropped));
-        let token = ctx.cancelled().clone();
+        let token = ctx.cancelled();
         let cancelled = Arc::clone(&self.cancelled);
         tokio::spawn(async move {
             token.cancelled().await;
@@ -675,6 +675,43 @@ async fn a_thousand_sets_converge_under_dropped_and_duplicated_events() {
                 *count.entry(m.owner.as_str()).or_default() += 1;
             }
             (0..1_000).all(|i| count.get(format!("s{i}").as_str()) == Some(&(1 + i % 3)))
+        })
+        .await;
+    world.shut_down().await;
+}
+
+/// Cancels its own context token, then finishes normally.
+struct SelfCancel(Arc<AtomicUsize>);
+
+impl Reconciler<Set> for SelfCancel {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        ctx.cancelled().cancel();
+        sleep(Duration::from_millis(10)).await;
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_the_context_token_does_not_abort_the_reconcile() {
+    let mut world = World::new(None);
+    let finished = Arc::new(AtomicUsize::new(0));
+    world.spawn(
+        Controller::builder(
+            "sets",
+            &world.set_informer,
+            SelfCancel(Arc::clone(&finished)),
+        )
+        .build()
+        .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world.sets.create(set("b", 1)).expect("created");
+    world
+        .until("both reconciles finished", |_| {
+            finished.load(Ordering::SeqCst) == 2
         })
         .await;
     world.shut_down().await;

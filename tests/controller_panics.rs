@@ -125,3 +125,80 @@ async fn ten_thousand_panics_leave_every_worker_alive() {
     run.await.expect("task").expect("clean shutdown");
     informer_task.await.expect("task").expect("informer");
 }
+
+/// Panics before returning its future on the first call, and in its error
+/// policy on the second; succeeds on the third.
+struct Eager {
+    calls: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Boom;
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("boom")
+    }
+}
+
+impl std::error::Error for Boom {}
+
+impl Reconciler<Item> for Arc<Eager> {
+    type Error = Boom;
+
+    #[allow(clippy::manual_async_fn)] // the panic must come before the future exists
+    fn reconcile(
+        &self,
+        _ctx: Context<Item>,
+    ) -> impl std::future::Future<Output = Result<Action, Boom>> + Send {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        assert!(call != 0, "eager panic");
+        async move {
+            if call == 1 {
+                Err(Boom)
+            } else {
+                Ok(Action::Done)
+            }
+        }
+    }
+
+    fn error_policy(&self, _error: &Boom) -> tend::controller::ErrorPolicy {
+        panic!("error policy panicked");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn panics_before_the_future_and_in_the_error_policy_are_survived() {
+    std::panic::set_hook(Box::new(|_| {}));
+    let items = MemoryStore::<Item>::new("items");
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let reconciler = Arc::new(Eager {
+        calls: AtomicUsize::new(0),
+    });
+    let count = Arc::new(Count::default());
+    let controller = Controller::builder("eager", &informer, Arc::clone(&reconciler))
+        .concurrency(std::num::NonZeroUsize::new(1).expect("non-zero"))
+        .observer(count.clone())
+        .build()
+        .expect("valid");
+    let queue = controller.queue();
+    let mut harness = tend::testing::Harness::new();
+    harness.informer(&informer);
+    harness.controller(controller);
+    items
+        .create(Item {
+            name: "x".into(),
+            version: Revision::ZERO,
+        })
+        .expect("created");
+    timeout(Duration::from_secs(3600), async {
+        while count.successes.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the key was not retried to success after the panics");
+    assert_eq!(reconciler.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(queue.stats().in_flight, 0);
+    harness.shutdown().await.expect("clean");
+}

@@ -44,12 +44,14 @@ impl<O: Object> Context<O> {
         self.triggers
     }
 
-    /// Cancelled when this reconcile must stop: its timeout passed, the
-    /// controller is shutting down past its grace period, or leadership was
-    /// lost. The future is dropped right after; this lets long operations end
-    /// cleanly first.
-    pub fn cancelled(&self) -> &CancellationToken {
-        &self.cancel
+    /// A token cancelled when this reconcile must stop: its timeout passed,
+    /// the controller is shutting down past its grace period, or leadership
+    /// was lost. It is cancelled right before the reconcile's future is
+    /// dropped, so work the reconcile spawned (tasks, requests running on
+    /// their own) can watch it and stop too. Each call gives a child token:
+    /// cancelling it yourself affects nothing else.
+    pub fn cancelled(&self) -> CancellationToken {
+        self.cancel.child_token()
     }
 
     /// A read handle to the cache of objects of type `P` that this

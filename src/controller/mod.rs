@@ -35,7 +35,6 @@ mod worker;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dashmap::DashMap;
 use tokio::task::JoinSet;
@@ -234,10 +233,13 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         Ok(())
     }
 
+    /// Waits for every subscription, all within one sync timeout.
     async fn wait_synced(&self, subscriptions: &[Box<dyn Synced>]) -> Result<(), ControllerError> {
+        let start = tokio::time::Instant::now();
         for subscription in subscriptions {
+            let left = self.config.sync_timeout.saturating_sub(start.elapsed());
             subscription
-                .wait_synced(self.config.sync_timeout)
+                .wait_synced(left)
                 .await
                 .map_err(|source| ControllerError::CacheSync {
                     controller: self.name.clone(),
@@ -266,9 +268,4 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// Jitters `period` by ±10 % so that many controllers do not resync in step.
-fn jittered(period: Duration) -> Duration {
-    period.mul_f64(0.9 + 0.2 * fastrand::f64())
 }

@@ -54,9 +54,11 @@ pub trait Reconciler<O: Object>: Send + Sync + 'static {
     ///
     /// On `Err`, [`error_policy`](Reconciler::error_policy) decides whether the
     /// key is retried with backoff or dropped. The future is dropped (so
-    /// cancelled) when it exceeds the controller's reconcile timeout, when
-    /// leadership is lost, or when shutdown's grace period ends;
-    /// [`Context::cancelled`] lets long operations stop cleanly first.
+    /// cancelled at its current `.await`) when it exceeds the controller's
+    /// reconcile timeout, when leadership is lost, or when shutdown's grace
+    /// period ends; [`Context::cancelled`] is cancelled just before, for work
+    /// the reconcile spawned. Write reconciles so that stopping at any
+    /// `.await` is safe: the next reconcile starts from the observed state.
     fn reconcile(
         &self,
         ctx: Context<O>,

@@ -12,9 +12,7 @@ use tracing::Instrument;
 
 use super::context::Caches;
 use super::watch::Enqueue;
-use super::{
-    Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, jittered,
-};
+use super::{Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger};
 use crate::informer::Store;
 use crate::source::Object;
 
@@ -44,11 +42,29 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // One token per worker, replaced only once cancelled (a timeout): a
         // child token per reconcile costs a lock on the shared parent.
         let mut cancel = hard_stop.child_token();
-        while let Some(key) = self.sink.queue.get().await {
+        loop {
+            // User callbacks run inside `get` (the queue observer) and around
+            // the reconcile (error policy, observers, the error's Display): a
+            // panic in any of them must not end the worker nor strand its key.
+            let key = match AssertUnwindSafe(self.sink.queue.get()).catch_unwind().await {
+                Ok(Some(key)) => key,
+                Ok(None) => return,
+                Err(panic) => {
+                    tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
+                    continue;
+                }
+            };
             if cancel.is_cancelled() {
                 cancel = hard_stop.child_token();
             }
-            self.process(key, &cancel).await;
+            let processed = AssertUnwindSafe(self.process(key.clone(), &cancel)).catch_unwind();
+            if let Err(panic) = processed.await {
+                tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    self.sink.queue.add_rate_limited(key.clone());
+                }));
+                let _ = self.sink.queue.done(&key);
+            }
         }
     }
 
@@ -75,9 +91,6 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         self.observer.reconcile_started();
         let started = Instant::now();
         let ran = self.call(ctx, cancel).instrument(span.clone()).await;
-        if matches!(ran, Ran::TimedOut) {
-            cancel.cancel();
-        }
         let took = started.elapsed();
         let outcome = span.in_scope(|| self.settle(&key, attempt, ran, took));
         self.observer.reconcile_finished(outcome, took);
@@ -85,33 +98,43 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let _ = queue.done(&key);
     }
 
+    /// Runs the reconcile with panic catching, its timeout and the hard stop.
+    /// On a timeout the token is cancelled before the future is dropped.
     async fn call(&self, ctx: Context<O>, cancel: &CancellationToken) -> Ran<R::Error> {
-        let reconcile = AssertUnwindSafe(self.reconciler.reconcile(ctx)).catch_unwind();
-        let limited = async {
-            let mut reconcile = std::pin::pin!(reconcile);
-            // Most reconciles finish in their first poll: only arm the
-            // timer (a runtime lookup and a clock read) for those that wait.
-            if let std::task::Poll::Ready(done) = futures::poll!(reconcile.as_mut()) {
-                return Some(done);
-            }
-            match self.timeout {
-                Some(limit) => tokio::time::timeout(limit, reconcile).await.ok(),
-                None => Some(reconcile.await),
-            }
-        };
         if cancel.is_cancelled() {
             return Ran::Cancelled;
         }
-        // The reconcile is polled first: registering with the token costs a
-        // lock, which a reconcile done in its first poll never needs.
+        // Built inside the guarded future: a `reconcile` that panics before
+        // its first `.await` is caught too.
+        let reconcile = AssertUnwindSafe(async move { self.reconciler.reconcile(ctx).await });
+        let mut reconcile = std::pin::pin!(reconcile.catch_unwind());
+        let finished = |ran: std::thread::Result<Result<Action, R::Error>>| match ran {
+            Ok(result) => Ran::Returned(result),
+            Err(panic) => Ran::Panicked(panic_message(&*panic)),
+        };
+        // Most reconciles finish in their first poll: only arm the timer (a
+        // runtime lookup and a clock read) and register with the token (a
+        // lock) for those that wait.
+        if let std::task::Poll::Ready(ran) = futures::poll!(reconcile.as_mut()) {
+            return finished(ran);
+        }
+        let deadline = self
+            .timeout
+            .and_then(|limit| Instant::now().checked_add(limit));
+        let timer = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
-            ran = limited => match ran {
-                None => Ran::TimedOut,
-                Some(Ok(result)) => Ran::Returned(result),
-                Some(Err(panic)) => Ran::Panicked(panic_message(&*panic)),
-            },
+            ran = &mut reconcile => finished(ran),
             () = cancel.cancelled() => Ran::Cancelled,
+            () = timer => {
+                cancel.cancel();
+                Ran::TimedOut
+            }
         }
     }
 
@@ -183,7 +206,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(jittered(period)) => {}
+                () = tokio::time::sleep(crate::time::jittered(period, fastrand::f64())) => {}
             }
             for object in self.store.list() {
                 self.sink.push(object.key(), Trigger::Resync, true);

@@ -58,7 +58,7 @@ impl Backoff {
 
 /// `period` jittered by ±10 %.
 pub(crate) fn jittered(period: Duration, rng: &mut fastrand::Rng) -> Duration {
-    period.mul_f64(0.9 + 0.2 * rng.f64())
+    crate::time::jittered(period, rng.f64())
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 .shared
                 .options
                 .resync
-                .map(|period| now + jittered(period, &mut self.rng));
+                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
         }
         if self.relist_at.is_some_and(|at| at <= now) {
             tracing::debug!("relist timer fired");
@@ -168,7 +168,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 let delay = self.backoff.next_delay();
                 tracing::warn!(error = %error_chain(&error), ?delay, "list failed; backing off");
                 State::Backoff {
-                    until: Instant::now() + delay,
+                    until: crate::time::deadline(Instant::now(), delay),
                     then: Retry::List,
                 }
             }
@@ -251,7 +251,7 @@ impl<'a, O: Object> Runner<'a, O> {
         let delay = self.backoff.next_delay();
         tracing::warn!(error = %error_chain(error), ?delay, relist = matches!(then, Retry::List), "watch failed; backing off");
         State::Backoff {
-            until: Instant::now() + delay,
+            until: crate::time::deadline(Instant::now(), delay),
             then,
         }
     }
@@ -287,12 +287,12 @@ impl<'a, O: Object> Runner<'a, O> {
         self.relist_at = shared
             .options
             .relist
-            .map(|period| now + jittered(period, &mut self.rng));
+            .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
         if self.resync_at.is_none() {
             self.resync_at = shared
                 .options
                 .resync
-                .map(|period| now + jittered(period, &mut self.rng));
+                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
         }
         tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
     }

@@ -270,7 +270,7 @@ impl Manager {
     ) -> Exit {
         status.stopping.store(true, Ordering::Release);
         let grace = self.config.grace;
-        let deadline = Instant::now() + grace;
+        let deadline = crate::time::deadline(Instant::now(), grace);
         tracing::info!(?grace, "shutting down");
         let ended = {
             let orderly = self.stop_in_order(layers, status);
@@ -320,7 +320,7 @@ async fn wait_synced(
     informers: &[(String, Arc<dyn SharedInformer>)],
     timeout: std::time::Duration,
 ) -> Exit {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::time::deadline(Instant::now(), timeout);
     for (name, informer) in informers {
         let left = deadline.saturating_duration_since(Instant::now());
         informer

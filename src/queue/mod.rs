@@ -150,7 +150,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
     pub fn add_after(&self, key: K, delay: Duration) {
         let now = now();
-        let deadline = deadline(now, delay);
+        let deadline = crate::time::std_deadline(now, delay);
         let (scheduled, _) = self.with_core(|core| core.add_after(key, deadline, now));
         self.after_schedule(scheduled);
     }
@@ -168,7 +168,7 @@ impl<K: QueueKey> WorkQueue<K> {
                 return None;
             }
             let delay = self.shared.limiter.when(&key);
-            Some(core.add_after(key, deadline(now, delay), now))
+            Some(core.add_after(key, crate::time::std_deadline(now, delay), now))
         });
         if let Some(scheduled) = scheduled {
             self.shared.observer.retried();
@@ -447,14 +447,6 @@ enum Taken<K> {
 
 fn now() -> std::time::Instant {
     Instant::now().into_std()
-}
-
-/// `now + delay`, saturating at about a century rather than overflowing.
-fn deadline(now: std::time::Instant, delay: Duration) -> std::time::Instant {
-    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    now.checked_add(delay.min(FAR))
-        .or_else(|| now.checked_add(FAR / 100))
-        .unwrap_or(now)
 }
 
 impl<K: QueueKey> Default for WorkQueue<K> {

@@ -181,7 +181,7 @@ impl Harness {
     ///
     /// Cancel safe: it only observes.
     pub async fn settle(&mut self, timeout: Duration) -> Result<(), HarnessError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::time::deadline(Instant::now(), timeout);
         let mut quiet_since: Option<Instant> = None;
         loop {
             if let Some(result) = self.tasks.try_join_next() {
