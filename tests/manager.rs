@@ -462,3 +462,36 @@ async fn losing_the_leadership_cancels_in_flight_reconciles_and_fails_run() {
         "no reconcile started after the loss"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_grace_longer_than_the_managers_is_capped_so_shutdown_stays_clean() {
+    let store = widgets(&["stuck"]);
+    let log = Log::default();
+    let mut manager = manager()
+        .graceful_shutdown_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let informer = manager
+        .informer("widgets", || Informer::builder(store.clone()).build())
+        .unwrap();
+    let controller = manager
+        .controller("widgets", &informer, Recorder::new("reconcile", &log))
+        .shutdown_grace(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+    eventually("the reconcile", LIMIT, || {
+        count(&log, "reconcile stuck") == 1
+    })
+    .await;
+    let stopping = Instant::now();
+    shutdown.cancel();
+    within("run to return", LIMIT, run)
+        .await
+        .unwrap()
+        .expect("a clean shutdown, not a timeout");
+    assert_eq!(stopping.elapsed(), Duration::from_secs(8), "80 % of 10 s");
+    assert_eq!(count(&log, "reconcile dropped stuck"), 1);
+}

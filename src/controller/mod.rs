@@ -35,6 +35,7 @@ mod worker;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dashmap::DashMap;
 use tokio::task::JoinSet;
@@ -144,6 +145,11 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     #[must_use]
     pub fn primary(&self) -> &Informer<O> {
         self.primary.informer()
+    }
+
+    /// Lowers the shutdown grace to at most `max` (the manager's own bound).
+    pub(crate) fn cap_shutdown_grace(&mut self, max: Duration) {
+        self.config.shutdown_grace = self.config.shutdown_grace.min(max);
     }
 
     /// Where reconciles get their [`Context::fencing_token`] (set by the

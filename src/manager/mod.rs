@@ -337,7 +337,9 @@ impl Manager {
     }
 
     /// Registers a controller, to be started once caches have synced (and
-    /// this replica leads, under leader election).
+    /// this replica leads, under leader election). Its shutdown grace is
+    /// capped at 80 % of the manager's graceful-shutdown timeout, so that a
+    /// slow reconcile still leaves time to resign and stop the informers.
     ///
     /// # Errors
     ///
@@ -351,6 +353,9 @@ impl Manager {
         if self.controllers.iter().any(|c| c.name() == name) {
             return Err(ManagerError::DuplicateController { controller: name });
         }
+        // Leave a fifth of the manager's timeout to resign and stop the
+        // informers after the controllers.
+        controller.cap_shutdown_grace(self.config.grace.mul_f64(0.8));
         if self.elector.is_some() {
             let fencing = Arc::clone(&self.fencing);
             let token: FencingFn = Arc::new(move || *fencing.lock());

@@ -93,11 +93,14 @@ impl Leadership {
             election = self.elector.name(),
             "lost the leadership, cancelling reconciles"
         );
-        self.set(None);
+        // No reconcile may start from here on: shut the queues, cancel the
+        // running ones, and only then clear the token (a reconcile started
+        // in between would run without one).
         for queue in &self.queues {
             queue.shutdown();
         }
         self.abort.cancel();
+        self.set(None);
         Err(ManagerError::LostLeadership {
             election: self.elector.name().to_owned(),
         })
