@@ -86,7 +86,9 @@ pub enum Action {
 #[non_exhaustive]
 pub enum ErrorPolicy {
     /// Retry the key after its rate limiter's backoff (5 ms doubling to
-    /// 1000 s by default).
+    /// 1000 s by default). If a change to the key arrived during the failed
+    /// reconcile, it runs again at once for that change, and the failure is
+    /// not counted (unlike client-go): the new state may not fail.
     Retry,
     /// Do not retry: the error is logged and counted, the key's backoff state
     /// is dropped, and only a new change or resync runs it again (invalid

@@ -36,6 +36,11 @@ impl<P: Object> Watch<P> {
 
     /// Only the events `predicate` passes (combine predicates with
     /// [`Predicate::and`] rather than calling this twice: the last call wins).
+    ///
+    /// On an owned or mapped source the predicate sees the event before it
+    /// is mapped: an update it drops enqueues no key, not even the old owner
+    /// of an object that changed owner. Keep owner changes visible (e.g. with
+    /// [`Predicate::version_changed`]) where owners move.
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate<P>) -> Self {
         self.predicate = Some(predicate);
