@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::memory::MemoryStore;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -23,18 +23,7 @@ struct Item {
     version: Revision,
 }
 
-impl Object for Item {
-    type Key = u64;
-    fn key(&self) -> u64 {
-        self.id
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Item, key: id: u64, version: version);
 
 fn item(id: u64, value: u64) -> Item {
     Item {

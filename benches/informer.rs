@@ -25,7 +25,7 @@ use divan::counter::ItemsCount;
 use futures::StreamExt;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tend::memory::MemoryStore;
-use tend::{Change, Event, Informer, Object, Revision, Snapshot, Source, SourceError, WatchStream};
+use tend::{Change, Event, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
@@ -44,21 +44,7 @@ struct Small {
     version: Revision,
 }
 
-impl Object for Small {
-    type Key = u64;
-
-    fn key(&self) -> u64 {
-        self.id
-    }
-
-    fn version(&self) -> Revision {
-        self.version
-    }
-
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Small, key: id: u64, version: version);
 
 fn benching() -> bool {
     std::env::args().any(|arg| arg == "--bench")

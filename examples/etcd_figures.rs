@@ -19,7 +19,7 @@ use tend::etcd::etcd_client::{Txn, TxnOp};
 use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource};
 use tend::manager::LeaderElector;
 use tend::testing::etcd::EtcdServer;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -33,18 +33,7 @@ struct Item {
     version: Revision,
 }
 
-impl Object for Item {
-    type Key = String;
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Item, key: name: String, version: version);
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {

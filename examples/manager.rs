@@ -17,7 +17,7 @@ use std::time::Duration;
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{InProcessElection, Manager};
 use tend::memory::MemoryStore;
-use tend::{BoxError, Informer, Object, Revision};
+use tend::{BoxError, Informer, Revision};
 
 #[derive(Debug, Clone)]
 struct Light {
@@ -27,18 +27,7 @@ struct Light {
     version: Revision,
 }
 
-impl Object for Light {
-    type Key = String;
-    fn key(&self) -> String {
-        self.room.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Light, key: room: String, version: version);
 
 /// Observe the light, compare wish and state, act by switching it.
 struct Switch {

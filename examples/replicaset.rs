@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::memory::MemoryStore;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -38,24 +38,8 @@ struct Pod {
     version: Revision,
 }
 
-macro_rules! keyed_by_name {
-    ($t:ty) => {
-        impl Object for $t {
-            type Key = String;
-            fn key(&self) -> String {
-                self.name.clone()
-            }
-            fn version(&self) -> Revision {
-                self.version
-            }
-            fn set_version(&mut self, version: Revision) {
-                self.version = version;
-            }
-        }
-    };
-}
-keyed_by_name!(ReplicaSet);
-keyed_by_name!(Pod);
+tend::impl_object!(ReplicaSet, key: name: String, version: version);
+tend::impl_object!(Pod, key: name: String, version: version);
 
 const NODES: usize = 3;
 
@@ -170,7 +154,7 @@ async fn run_nodes(
             () = stop.cancelled() => return,
         }
         let down = down.lock().expect("not poisoned").clone();
-        for (_, pod) in pods.snapshot().objects.into_iter().map(|p| (p.key(), p)) {
+        for pod in pods.snapshot().objects {
             if !pod.running && !down.contains(&pod.node) {
                 // A conflict means the pod changed meanwhile: next tick.
                 let _ = pods.update(Pod {

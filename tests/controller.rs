@@ -55,18 +55,7 @@ impl Object for Set {
     }
 }
 
-impl Object for Member {
-    type Key = String;
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Member, key: name: String, version: version);
 
 fn set(name: &str, replicas: usize) -> Set {
     Set {

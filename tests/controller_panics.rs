@@ -9,7 +9,7 @@ use std::time::Duration;
 use tend::controller::{Action, Context, Controller, ControllerObserver, Outcome, Reconciler};
 use tend::memory::MemoryStore;
 use tend::rate_limit::ExponentialBackoff;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
@@ -19,18 +19,7 @@ struct Item {
     version: Revision,
 }
 
-impl Object for Item {
-    type Key = String;
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Item, key: name: String, version: version);
 
 /// Panics on the first `panics` calls, then succeeds after a second's work,
 /// recording how many reconciles ran at once.

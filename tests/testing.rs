@@ -6,7 +6,7 @@ use std::time::Duration;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::memory::MemoryStore;
 use tend::testing::{Harness, HarnessError};
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 
 #[derive(Debug, Clone)]
 struct Job {
@@ -15,18 +15,7 @@ struct Job {
     version: Revision,
 }
 
-impl Object for Job {
-    type Key = String;
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Job, key: name: String, version: version);
 
 /// Never finishes a job marked `hang`.
 struct Runner;

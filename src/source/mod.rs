@@ -163,6 +163,42 @@ pub trait Object: Clone + Send + Sync + 'static {
     }
 }
 
+/// Implements [`Object`] for a struct whose key is a field (cloned) and whose
+/// version is a [`Revision`] field: the common case, in one line.
+///
+/// ```
+/// #[derive(Clone, Debug)]
+/// struct Pod {
+///     name: String,
+///     node: String,
+///     version: tend::Revision,
+/// }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// use tend::Object;
+/// let pod = Pod { name: "web-1".into(), node: "n1".into(), version: tend::Revision::ZERO };
+/// assert_eq!(pod.key(), "web-1");
+/// ```
+///
+/// Types with a generation implement [`Object`] by hand.
+#[macro_export]
+macro_rules! impl_object {
+    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident) => {
+        impl $crate::Object for $type {
+            type Key = $key_type;
+            fn key(&self) -> $key_type {
+                ::std::clone::Clone::clone(&self.$key)
+            }
+            fn version(&self) -> $crate::Revision {
+                self.$version
+            }
+            fn set_version(&mut self, version: $crate::Revision) {
+                self.$version = version;
+            }
+        }
+    };
+}
+
 /// A ready-made Kubernetes-style key: a name within a namespace.
 ///
 /// Displays as `namespace/name`, or `name` when the namespace is empty.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tend::etcd::{EtcdSource, etcd_client};
 use tend::testing::etcd::EtcdServer;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
 
 /// A small object stored as JSON.
@@ -31,18 +31,7 @@ impl Item {
     }
 }
 
-impl Object for Item {
-    type Key = String;
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-    fn version(&self) -> Revision {
-        self.version
-    }
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Item, key: name: String, version: version);
 
 pub const PREFIX: &str = "/test/items/";
 

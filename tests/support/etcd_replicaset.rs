@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tend::controller::{Action, Context, Reconciler};
 use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource, EtcdWriter, WriteError, etcd_client};
 use tend::manager::Manager;
-use tend::{Informer, Object, Revision};
+use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
 
 pub const REPLICASETS: &str = "/tend-demo/replicasets/";
@@ -46,24 +46,8 @@ pub struct Pod {
     pub version: Revision,
 }
 
-macro_rules! keyed_by_name {
-    ($t:ty) => {
-        impl Object for $t {
-            type Key = String;
-            fn key(&self) -> String {
-                self.name.clone()
-            }
-            fn version(&self) -> Revision {
-                self.version
-            }
-            fn set_version(&mut self, version: Revision) {
-                self.version = version;
-            }
-        }
-    };
-}
-keyed_by_name!(ReplicaSet);
-keyed_by_name!(Pod);
+tend::impl_object!(ReplicaSet, key: name: String, version: version);
+tend::impl_object!(Pod, key: name: String, version: version);
 
 pub fn replicasets(client: etcd_client::Client) -> EtcdSource<ReplicaSet> {
     EtcdSource::builder("replicasets", client, REPLICASETS).build()

@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tend::Revision;
 use tend::memory::MemoryStore;
-use tend::{Object, Revision};
 
 /// A widget: just a name and a version.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,21 +15,7 @@ pub struct Widget {
     pub version: Revision,
 }
 
-impl Object for Widget {
-    type Key = String;
-
-    fn key(&self) -> String {
-        self.name.clone()
-    }
-
-    fn version(&self) -> Revision {
-        self.version
-    }
-
-    fn set_version(&mut self, version: Revision) {
-        self.version = version;
-    }
-}
+tend::impl_object!(Widget, key: name: String, version: version);
 
 /// A store holding widgets with the given names.
 pub fn widgets(names: &[&str]) -> MemoryStore<Widget> {
