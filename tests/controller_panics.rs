@@ -49,10 +49,17 @@ impl Reconciler<Item> for Arc<Panicky> {
 struct Count {
     panics: AtomicUsize,
     successes: AtomicUsize,
+    started: AtomicUsize,
+    finished: AtomicUsize,
 }
 
 impl ControllerObserver for Count {
+    fn reconcile_started(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+    }
+
     fn reconcile_finished(&self, outcome: Outcome, _took: Duration) {
+        self.finished.fetch_add(1, Ordering::SeqCst);
         match outcome {
             Outcome::Panic => self.panics.fetch_add(1, Ordering::SeqCst),
             Outcome::Success => self.successes.fetch_add(1, Ordering::SeqCst),
@@ -188,6 +195,10 @@ async fn panics_before_the_future_and_in_the_error_policy_are_survived() {
     .await
     .expect("the key was not retried to success after the panics");
     assert_eq!(reconciler.calls.load(Ordering::SeqCst), 3);
+    // Every start is matched by an end, even the one whose error policy
+    // panicked: an active-workers gauge does not drift.
+    assert_eq!(count.started.load(Ordering::SeqCst), 3);
+    assert_eq!(count.finished.load(Ordering::SeqCst), 3);
     assert_eq!(queue.stats().in_flight, 0);
     harness.shutdown().await.expect("clean");
 }

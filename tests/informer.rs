@@ -1117,3 +1117,43 @@ fn handles_are_cheap_to_share_across_tasks() {
     sendable::<tend::Subscription<Pod>>();
     sendable::<tend::Event<Pod>>();
 }
+
+/// A source whose every watch says the revision expired.
+struct AlwaysExpired(MemoryStore<Pod>);
+
+#[async_trait]
+impl Source for AlwaysExpired {
+    type Object = Pod;
+
+    fn name(&self) -> &str {
+        "always-expired"
+    }
+
+    async fn list(&self) -> Result<Snapshot<Pod>, SourceError> {
+        self.0.list().await
+    }
+
+    async fn watch(&self, from: Revision) -> Result<WatchStream<Pod>, SourceError> {
+        Err(SourceError::Expired {
+            requested: from,
+            compacted: from.next(),
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_source_that_expires_right_after_every_list_is_not_hammered() {
+    let informer = Informer::builder(AlwaysExpired(seeded(&["a"])))
+        .build()
+        .unwrap();
+    let running = Running::start(&informer);
+    within("sync", STEP, informer.wait_synced(STEP))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // Backing off 0.8 s doubling to 30 s: a handful of lists a minute, not
+    // thousands.
+    let lists = informer.stats().lists;
+    assert!((3..=8).contains(&lists), "{lists} lists in a minute");
+    running.stop().await;
+}

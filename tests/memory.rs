@@ -412,3 +412,20 @@ fn fault_probabilities_outside_zero_to_one_are_refused() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_held_back_change_is_delivered_before_the_bookmark_that_covers_it() {
+    let store = store();
+    store
+        .set_faults(Faults {
+            seed: 1,
+            reorder: 1.0,
+            ..Faults::default()
+        })
+        .unwrap();
+    let mut stream = store.watch(Revision::ZERO).await.unwrap();
+    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.bookmark();
+    let items = take(&mut stream, 2).await;
+    assert_eq!(describe_all(&items), ["+a@1", "#1"]);
+}

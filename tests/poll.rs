@@ -239,3 +239,24 @@ fn a_zero_interval_is_refused() {
     assert_eq!(error, PollConfigError::ZeroInterval);
     assert_eq!(error.to_string(), "poll interval must be greater than zero");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_interval_too_long_to_jitter_does_not_panic() {
+    let world = World::with(&["a"]);
+    let source = PollSource::new("forever", Duration::MAX, {
+        let world = world.clone();
+        move || {
+            let world = world.clone();
+            async move { Ok::<_, std::io::Error>(world.pods.lock().unwrap().clone()) }
+        }
+    })
+    .unwrap();
+    let informer = Informer::builder(source).build().unwrap();
+    let running = Running::start(&informer);
+    within("the first list", STEP, informer.wait_synced(STEP))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(informer.store().len(), 1);
+    running.stop().await;
+}

@@ -28,6 +28,46 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
 }
 
+/// Reports a reconcile's start and end to the observer, the end even when
+/// handling the outcome panics (as a panic), so gauges such as active
+/// workers never drift.
+struct Report<'a> {
+    observer: &'a dyn ControllerObserver,
+    started: Instant,
+    finished: bool,
+}
+
+impl<'a> Report<'a> {
+    fn start(observer: &'a dyn ControllerObserver) -> Self {
+        observer.reconcile_started();
+        Self {
+            observer,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        self.finished = true;
+        self.observer
+            .reconcile_finished(outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for Report<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Unwinding from a panic, or the worker's task was aborted.
+            let outcome = if std::thread::panicking() {
+                Outcome::Panic
+            } else {
+                Outcome::Cancelled
+            };
+            self.finish(outcome);
+        }
+    }
+}
+
 /// How a reconcile call ended.
 enum Ran<E> {
     Returned(Result<Action, E>),
@@ -88,12 +128,11 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             attempt,
             trigger = %triggers,
         );
-        self.observer.reconcile_started();
-        let started = Instant::now();
+        let mut report = Report::start(&*self.observer);
         let ran = self.call(ctx, cancel).instrument(span.clone()).await;
-        let took = started.elapsed();
+        let took = report.started.elapsed();
         let outcome = span.in_scope(|| self.settle(&key, attempt, ran, took));
-        self.observer.reconcile_finished(outcome, took);
+        report.finish(outcome);
         // Cannot fail: this worker took `key` from the queue.
         let _ = queue.done(&key);
     }

@@ -131,12 +131,16 @@ pub enum InformerError {
 ///   cached object's (a duplicate, a reordered or replayed change) is ignored
 ///   and counted in [`InformerStats::stale_ignored`]; so is a re-creation
 ///   older than a recent deletion of the same key.
-/// - **Resume, then relist.** When a watch fails or ends, the informer
-///   resumes from the last revision it saw (changes and bookmarks), after a
-///   jittered exponential backoff (800 ms doubling to 30 s; reset once a
-///   connection stayed up for 2 minutes). When the source says the revision
-///   expired, or after several consecutive failed watches
-///   ([`InformerBuilder::max_watch_failures`]), it lists again.
+/// - **Resume, then relist.** When a watch ends after delivering something,
+///   the informer resumes at once from the last revision it saw (changes
+///   and bookmarks); when a watch fails, or ends without delivering
+///   anything, it resumes after a jittered exponential backoff (800 ms
+///   doubling to 30 s; reset once a connection stayed up for 2 minutes).
+///   When the source says the revision expired it lists again (after a
+///   backoff if no watch delivered anything since the last list, so a
+///   source that expires faster than it can be listed is not hammered), and
+///   so it does after several consecutive failed watches
+///   ([`InformerBuilder::max_watch_failures`]).
 /// - **Resync** ([`InformerBuilder::resync_every`]): every period (±10 %),
 ///   every cached object is delivered again as [`Event::Resync`], without
 ///   calling the source. It repairs lost *reconciles*, not lost *events*.

@@ -49,6 +49,9 @@ pub(super) struct Runner<'a, O: Object> {
     backoff: Backoff,
     /// Consecutive watches that failed without delivering anything.
     failures: u32,
+    /// No watch has delivered anything since the last list: an "expired"
+    /// now means the source expires faster than we list, so back off.
+    fresh_list: bool,
     tombstones: Tombstones<O::Key>,
     rng: fastrand::Rng,
     resync_at: Option<Instant>,
@@ -67,6 +70,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 options.backoff_reset_after,
             ),
             failures: 0,
+            fresh_list: false,
             tombstones: Tombstones::new(),
             rng: fastrand::Rng::new(),
             resync_at: None,
@@ -162,6 +166,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 self.apply_list(snapshot, initial);
                 self.backoff.healthy();
                 self.failures = 0;
+                self.fresh_list = true;
                 State::Connect { resume: false }
             }
             Err(error) => {
@@ -204,6 +209,7 @@ impl<'a, O: Object> Runner<'a, O> {
         };
         *progressed = true;
         self.failures = 0;
+        self.fresh_list = false;
         self.apply(change);
         for _ in 1..BATCH {
             match stream.next().now_or_never() {
@@ -237,9 +243,17 @@ impl<'a, O: Object> Runner<'a, O> {
     }
 
     fn watch_failed(&mut self, error: &SourceError) -> State<O> {
-        if error.is_expired() {
+        if error.is_expired() && !self.fresh_list {
             tracing::info!(error = %error_chain(error), "watch expired; relisting");
             return State::List;
+        }
+        if error.is_expired() {
+            let delay = self.backoff.next_delay();
+            tracing::warn!(error = %error_chain(error), ?delay, "watch expired right after a list; backing off before relisting");
+            return State::Backoff {
+                until: crate::time::deadline(Instant::now(), delay),
+                then: Retry::List,
+            };
         }
         self.failures += 1;
         let then = if self.failures >= self.shared.options.max_watch_failures.get() {

@@ -34,9 +34,10 @@ pub enum ElectionError {
 /// [`lost`](LeaderElector::lost): when leadership is lost it stops
 /// reconciling at once and [`Manager::run`](super::Manager::run) returns
 /// [`ManagerError::LostLeadership`](super::ManagerError::LostLeadership).
-/// On a clean shutdown it calls [`resign`](LeaderElector::resign) after its
-/// controllers have stopped, so that a standby takes over without waiting
-/// for a lease to expire.
+/// Whenever it stops (a clean shutdown, a lost leadership, a failure) it
+/// calls [`resign`](LeaderElector::resign) after its controllers have
+/// stopped, bounded by 5 s, so that a standby takes over without waiting for
+/// a lease to expire; `resign` must therefore be harmless when not leading.
 ///
 /// # Fencing tokens
 ///

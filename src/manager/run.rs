@@ -14,6 +14,9 @@ use super::metrics::Metrics;
 use super::status::Status;
 use super::{LeaderElector, Manager, ManagerError, signals};
 
+/// How long a stopping manager waits for its elector to resign.
+const RESIGN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The running layers, in start order. Dropping them aborts every task.
 struct Layers {
     signals: Group,
@@ -303,8 +306,15 @@ impl Manager {
             if status.leader.swap(false, Ordering::AcqRel) {
                 *self.fencing.lock() = None;
                 self.metrics.set_leader(elector.name(), false);
-                if let Err(error) = elector.resign().await {
-                    tracing::warn!(%error, "resigning the leadership failed");
+            }
+            // Also after a lost leadership or as a standby: withdraw the
+            // candidacy, so that a lease still renewing keeps no one out.
+            // Bounded, as the elector's backend may be what failed.
+            match tokio::time::timeout(RESIGN_TIMEOUT, elector.resign()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "resigning the leadership failed"),
+                Err(_) => {
+                    tracing::warn!(timeout = ?RESIGN_TIMEOUT, "resigning the leadership timed out")
                 }
             }
         }

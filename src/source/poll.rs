@@ -273,7 +273,8 @@ impl<O: Object + PartialEq> PollStream<O> {
     /// to the maximum backoff.
     fn delay(&mut self) -> Duration {
         let factor = 2f64.powi(i32::try_from(self.failures.min(30)).unwrap_or(30));
-        let base = self.interval.mul_f64(factor).min(self.max_backoff);
-        base.mul_f64(0.9 + 0.2 * self.rng.f64())
+        let base = Duration::try_from_secs_f64(self.interval.as_secs_f64() * factor)
+            .map_or(self.max_backoff, |d| d.min(self.max_backoff));
+        crate::time::jittered(base, self.rng.f64())
     }
 }

@@ -102,6 +102,11 @@ impl<O: Object> Cursor<O> {
                 self.finished = true;
                 Read::Deliver(Err(error))
             }
+            // A held-back change goes out before a bookmark that covers it:
+            // reordering never crosses a bookmark.
+            Next::UpToDate if table.bookmarks > self.bookmarks_seen && self.held.is_some() => {
+                Read::Wait
+            }
             Next::UpToDate if table.bookmarks > self.bookmarks_seen => {
                 self.bookmarks_seen = table.bookmarks;
                 Read::Deliver(Ok(Change::Bookmark(table.revision())))
