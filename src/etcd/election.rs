@@ -63,7 +63,12 @@ struct Candidacy {
 /// on the monotonic clock. Since the lease outlives the renew deadline, a
 /// leader cut off from etcd stops acting before its lease can expire and
 /// another candidate can win. [`lost`](LeaderElector::lost) resolves then,
-/// or at once when etcd reports the lease gone.
+/// or at once when etcd reports the lease gone. Each renewal while leading
+/// also reads the leader's key back: when it is gone (deleted by hand, say
+/// `etcdctl del --prefix`) or was re-created, the leadership is lost within
+/// a retry period, and the lease is revoked. A candidate wins only if, in
+/// one transaction, its own key still exists as created and no older key
+/// is left.
 ///
 /// Transient etcd failures during a campaign are logged and retried every
 /// retry period; only a refused request (bad arguments, permissions) fails
@@ -618,14 +623,16 @@ impl LeaderElector for EtcdElection {
             };
             tokio::select! {
                 () = sleep_until(self.deadline(&current)) => {
+                    // A renewal may have moved the deadline as the timer
+                    // fired: only an expired term is lost.
                     self.inner.term.send_if_modified(|term| {
-                        let leading = term.phase == Phase::Leading(token);
-                        if leading {
+                        let expired = term.phase == Phase::Leading(token)
+                            && Instant::now() >= self.deadline(term);
+                        if expired {
                             term.phase = Phase::Lost;
                         }
-                        leading
+                        expired
                     });
-                    return;
                 }
                 changed = term.changed() => if changed.is_err() {
                     return;
