@@ -190,7 +190,7 @@ async fn failover(server: &EtcdServer, rounds: usize) -> Result<(), BoxError> {
     };
     let mut replicas = Vec::new();
     for _ in 0..3 {
-        replicas.push(candidate(server.client().await?));
+        replicas.push(candidate(server.client().await?)?);
     }
     let mut times = Vec::new();
     for round in 0..rounds {
@@ -211,7 +211,7 @@ async fn failover(server: &EtcdServer, rounds: usize) -> Result<(), BoxError> {
         while tasks.join_next().await.is_some() {}
         drop(replicas.remove(index));
         let killed = Instant::now();
-        replicas.push(candidate(server.client().await?));
+        replicas.push(candidate(server.client().await?)?);
         for replica in &replicas {
             let replica = replica.clone();
             tasks.spawn(async move { replica.campaign().await });

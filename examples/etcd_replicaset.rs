@@ -95,7 +95,7 @@ async fn in_one_process(
     duration: Duration,
 ) -> Result<(), BoxError> {
     let client = connect(&endpoint).await?;
-    let observer = EtcdElection::builder(client.clone(), ELECTION).build();
+    let observer = EtcdElection::builder(client.clone(), ELECTION).build()?;
     let pod_source = pods(client);
     let stop = CancellationToken::new();
     let mut replicas: Vec<(String, tokio::task::JoinHandle<Result<(), BoxError>>)> = (1..=3)

@@ -51,7 +51,7 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
     let kv = client(&etcd).await;
     let sets = replicasets(kv.clone());
     let pod_source = pods(kv.clone());
-    let observer = EtcdElection::builder(kv.clone(), ELECTION).build();
+    let observer = EtcdElection::builder(kv.clone(), ELECTION).build().unwrap();
     let election = ElectionConfig::new(
         Duration::from_secs(2),
         Duration::from_millis(1500),

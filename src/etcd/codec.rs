@@ -13,6 +13,11 @@ use crate::source::{Object, ObjectKey, Revision};
 /// (`namespace/name`, or `name` alone for an empty namespace). Implement it
 /// for your own key types, or replace the whole mapping with a
 /// [`KeyCodec`].
+///
+/// [`TextKeys`] stores only keys whose text parses back to the same key:
+/// an [`ObjectKey`] with an empty name or a `/` in its namespace or name
+/// (`ObjectKey::cluster("x/y")` would read back as namespace `x`, name
+/// `y`) is refused with [`EncodeError::InvalidKey`].
 pub trait EtcdKey: Sized {
     /// The text form of this key.
     fn to_etcd_key(&self) -> String;
@@ -55,7 +60,12 @@ impl EtcdKey for ObjectKey {
 /// the stored layout is not yours to choose (binary keys, a legacy scheme).
 pub trait KeyCodec<K>: Debug + Send + Sync + 'static {
     /// The bytes that follow the prefix for `key`.
-    fn encode(&self, key: &K) -> Vec<u8>;
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`] when `key` cannot be stored (for instance because
+    /// it would decode as another key); the write is refused.
+    fn encode(&self, key: &K) -> Result<Vec<u8>, EncodeError>;
 
     /// The key stored under `suffix` (the bytes after the prefix).
     ///
@@ -71,9 +81,14 @@ pub trait KeyCodec<K>: Debug + Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextKeys;
 
-impl<K: EtcdKey + 'static> KeyCodec<K> for TextKeys {
-    fn encode(&self, key: &K) -> Vec<u8> {
-        key.to_etcd_key().into_bytes()
+impl<K: EtcdKey + PartialEq + 'static> KeyCodec<K> for TextKeys {
+    fn encode(&self, key: &K) -> Result<Vec<u8>, EncodeError> {
+        let text = key.to_etcd_key();
+        if K::from_etcd_key(&text).as_ref() == Some(key) {
+            Ok(text.into_bytes())
+        } else {
+            Err(EncodeError::InvalidKey { key: text })
+        }
     }
 
     fn decode(&self, suffix: &[u8]) -> Result<K, DecodeError> {
@@ -82,6 +97,19 @@ impl<K: EtcdKey + 'static> KeyCodec<K> for TextKeys {
             key: text.to_owned(),
         })
     }
+}
+
+/// Why a key could not be turned into an etcd key; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The key has no etcd form (with [`TextKeys`]: its text would read
+    /// back as another key, or as none).
+    #[error("`{key}` cannot be stored as an etcd key")]
+    InvalidKey {
+        /// The key's text (or debug form).
+        key: String,
+    },
 }
 
 /// Why a stored entry could not be turned into an object; the entry is
@@ -164,6 +192,27 @@ mod tests {
         assert_eq!(ObjectKey::from_etcd_key(""), None);
         assert_eq!(ObjectKey::from_etcd_key("a/b/c"), None);
         assert_eq!(ObjectKey::from_etcd_key("/b"), None);
+    }
+
+    #[test]
+    fn text_keys_refuse_keys_that_read_back_as_others() {
+        for key in [
+            ObjectKey::cluster("x/y"),
+            ObjectKey::new("ns", "a/b"),
+            ObjectKey::new("a/b", "c"),
+            ObjectKey::cluster(""),
+            ObjectKey::new("ns", ""),
+        ] {
+            assert!(
+                matches!(TextKeys.encode(&key), Err(EncodeError::InvalidKey { .. })),
+                "{key:?} is refused"
+            );
+        }
+        assert_eq!(
+            TextKeys.encode(&ObjectKey::new("ns", "a")),
+            Ok(b"ns/a".to_vec())
+        );
+        assert_eq!(TextKeys.encode(&"a/b".to_owned()), Ok(b"a/b".to_vec()));
     }
 
     #[test]

@@ -29,6 +29,15 @@ pub enum ElectionConfigError {
     /// The retry period must not be zero.
     #[error("retry period must not be zero")]
     ZeroRetryPeriod,
+    /// The lease is longer than etcd's longest lease TTL
+    /// ([`ElectionConfig::MAX_LEASE`], 9,000,000,000 s).
+    #[error("lease {lease:?} exceeds etcd's longest lease TTL {max:?}")]
+    LeaseTooLong {
+        /// The lease duration.
+        lease: Duration,
+        /// The longest lease etcd grants.
+        max: Duration,
+    },
 }
 
 /// How long a leadership lasts without renewal, and how often it is
@@ -43,7 +52,7 @@ pub enum ElectionConfigError {
 /// - `retry_period`: how often the lease is renewed, and how long a failed
 ///   campaign waits before trying again.
 ///
-/// Valid when `lease > renew_deadline > 1.2 × retry_period > 0`.
+/// Valid when `MAX_LEASE ≥ lease > renew_deadline > 1.2 × retry_period > 0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElectionConfig {
     lease: Duration,
@@ -62,12 +71,16 @@ impl Default for ElectionConfig {
 }
 
 impl ElectionConfig {
+    /// The longest lease etcd grants (its `MaxLeaseTTL`, 9,000,000,000 s);
+    /// its TTL in whole seconds must not exceed this.
+    pub const MAX_LEASE: Duration = Duration::from_secs(9_000_000_000);
+
     /// A validated configuration.
     ///
     /// # Errors
     ///
     /// [`ElectionConfigError`] unless
-    /// `lease > renew_deadline > 1.2 × retry_period > 0`.
+    /// `MAX_LEASE ≥ lease > renew_deadline > 1.2 × retry_period > 0`.
     pub fn new(
         lease: Duration,
         renew_deadline: Duration,
@@ -75,6 +88,12 @@ impl ElectionConfig {
     ) -> Result<Self, ElectionConfigError> {
         if retry_period.is_zero() {
             return Err(ElectionConfigError::ZeroRetryPeriod);
+        }
+        if lease > Self::MAX_LEASE {
+            return Err(ElectionConfigError::LeaseTooLong {
+                lease,
+                max: Self::MAX_LEASE,
+            });
         }
         if lease <= renew_deadline {
             return Err(ElectionConfigError::LeaseNotAboveRenewDeadline {
@@ -147,6 +166,29 @@ mod tests {
             ElectionConfig::new(S(15), S(10), Duration::ZERO),
             Err(ElectionConfigError::ZeroRetryPeriod)
         ));
+        assert!(matches!(
+            ElectionConfig::new(Duration::MAX, S(10), S(2)),
+            Err(ElectionConfigError::LeaseTooLong { .. })
+        ));
+        assert!(matches!(
+            ElectionConfig::new(
+                ElectionConfig::MAX_LEASE + Duration::from_nanos(1),
+                S(10),
+                S(2)
+            ),
+            Err(ElectionConfigError::LeaseTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn the_longest_lease_is_etcd_s_maximum_ttl() {
+        let config = ElectionConfig::new(
+            ElectionConfig::MAX_LEASE,
+            ElectionConfig::MAX_LEASE - S(1),
+            S(2),
+        )
+        .unwrap();
+        assert_eq!(config.ttl_seconds(), 9_000_000_000);
     }
 
     #[test]

@@ -63,7 +63,12 @@ struct Candidacy {
 /// on the monotonic clock. Since the lease outlives the renew deadline, a
 /// leader cut off from etcd stops acting before its lease can expire and
 /// another candidate can win. [`lost`](LeaderElector::lost) resolves then,
-/// or at once when etcd reports the lease gone.
+/// or at once when etcd reports the lease gone. Each renewal while leading
+/// also reads the leader's key back: when it is gone (deleted by hand, say
+/// `etcdctl del --prefix`) or was re-created, the leadership is lost within
+/// a retry period, and the lease is revoked. A candidate wins only if, in
+/// one transaction, its own key still exists as created and no older key
+/// is left.
 ///
 /// Transient etcd failures during a campaign are logged and retried every
 /// retry period; only a refused request (bad arguments, permissions) fails
@@ -84,7 +89,7 @@ struct Candidacy {
 /// let election = EtcdElection::builder(client, "my-operator")
 ///     .identity("replica-1")
 ///     .config(ElectionConfig::default())
-///     .build();
+///     .build()?;
 /// let token = election.campaign().await?;
 /// println!("leading with token {token}");
 /// election.lost().await;
@@ -134,7 +139,8 @@ impl EtcdElectionBuilder {
     }
 
     /// The key prefix the candidates' keys live under (default:
-    /// `tend/elections/{name}/`). Nothing else may be stored under it.
+    /// `tend/elections/{name}/`). Nothing else may be stored under it, and
+    /// no other election's prefix may start with it (end it with `/`).
     pub fn prefix(mut self, prefix: impl Into<Vec<u8>>) -> Self {
         self.prefix = Some(prefix.into());
         self
@@ -147,15 +153,23 @@ impl EtcdElectionBuilder {
     }
 
     /// The candidate, not campaigning yet.
-    #[must_use]
-    pub fn build(self) -> EtcdElection {
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionBuildError::InvalidName`] when the name is empty or
+    /// contains `/`: the default prefix of an election `a` would then also
+    /// cover the candidates of an election `a/b`.
+    pub fn build(self) -> Result<EtcdElection, ElectionBuildError> {
+        if self.name.is_empty() || self.name.contains('/') {
+            return Err(ElectionBuildError::InvalidName { name: self.name });
+        }
         let prefix = self
             .prefix
             .unwrap_or_else(|| format!("tend/elections/{}/", self.name).into_bytes());
         let identity = self
             .identity
             .unwrap_or_else(|| format!("pid-{}", std::process::id()));
-        EtcdElection {
+        Ok(EtcdElection {
             inner: Arc::new(Inner {
                 name: self.name,
                 identity,
@@ -169,8 +183,20 @@ impl EtcdElectionBuilder {
                 })),
                 candidacy: Mutex::new(None),
             }),
-        }
+        })
     }
+}
+
+/// Why an [`EtcdElection`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectionBuildError {
+    /// The election's name is empty or contains `/`.
+    #[error("election name `{name}` is empty or contains `/`")]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
 }
 
 impl fmt::Debug for EtcdElection {
@@ -190,6 +216,16 @@ enum Attempt {
     Etcd(#[from] etcd_client::Error),
     #[error("the candidacy's lease expired or could not be renewed in time")]
     LeaseLost,
+    #[error("the candidacy's key was deleted")]
+    KeyLost,
+}
+
+/// Where a candidate stands in the queue, read in one transaction.
+enum Turn {
+    /// Its key exists and no candidate is older.
+    Ours,
+    /// The key of the candidate just older, at the store revision read.
+    Behind { key: Vec<u8>, at: i64 },
 }
 
 impl EtcdElection {
@@ -259,7 +295,7 @@ impl EtcdElection {
     }
 
     fn deadline(&self, term: &Term) -> Instant {
-        term.renewed + self.inner.config.renew_deadline()
+        local_deadline(term, &self.inner.config)
     }
 
     fn backend(&self, error: impl Into<BoxError>) -> ElectionError {
@@ -278,38 +314,32 @@ impl EtcdElection {
             .unwrap_or_else(|_| Err(timed_out()))
     }
 
-    /// The comparisons that make a write fenced by `token`: the current
-    /// candidacy's key exists with `token` as its create revision, and no
-    /// candidate is older. `None` without a candidacy.
-    pub(super) fn fence_compares(&self, token: u64) -> Option<Vec<Compare>> {
+    /// The fence of a write with `token`: `None` unless this candidate
+    /// leads with `token` now (before its local deadline).
+    pub(super) fn fence(&self, token: u64) -> Option<Fence> {
+        if self.token() != Some(token) {
+            return None;
+        }
         let key = self.inner.candidacy.lock().as_ref()?.key.clone();
-        let token = i64::try_from(token).ok()?;
-        Some(vec![
-            Compare::create_revision(key, CompareOp::Equal, token),
-            Compare::create_revision(self.inner.prefix.clone(), CompareOp::Greater, token - 1)
-                .with_range(prefix_end(&self.inner.prefix)),
-        ])
-    }
-
-    /// Whether the oldest candidate's create revision is `token` (true when
-    /// etcd cannot tell).
-    pub(super) async fn token_holds(&self, token: u64) -> bool {
-        let options = GetOptions::new()
-            .with_range(prefix_end(&self.inner.prefix))
+        let created = i64::try_from(token).ok()?;
+        let prefix = &self.inner.prefix;
+        let oldest = GetOptions::new()
+            .with_range(prefix_end(prefix))
             .with_sort(SortTarget::Create, SortOrder::Ascend)
             .with_limit(1)
             .with_keys_only();
-        let mut kv = self.inner.client.kv_client();
-        match self
-            .timed(kv.get(self.inner.prefix.clone(), Some(options)))
-            .await
-        {
-            Ok(response) => response
-                .kvs()
-                .first()
-                .is_some_and(|kv| u64::try_from(kv.create_revision()).ok() == Some(token)),
-            Err(_) => true,
-        }
+        Some(Fence {
+            compares: vec![
+                Compare::create_revision(key.clone(), CompareOp::Equal, created),
+                Compare::create_revision(prefix.clone(), CompareOp::Greater, created - 1)
+                    .with_range(prefix_end(prefix)),
+            ],
+            reads: vec![
+                TxnOp::get(key, Some(GetOptions::new().with_keys_only())),
+                TxnOp::get(prefix.clone(), Some(oldest)),
+            ],
+            token,
+        })
     }
 
     /// One campaign: a new lease and key, then wait for our turn.
@@ -330,21 +360,24 @@ impl EtcdElection {
             renewed: sent,
             lease_alive: true,
         });
+        let mut key = inner.prefix.clone();
+        key.extend(format!("{lease:016x}").into_bytes());
         let keeper = tokio::spawn(keep_alive(
             inner.client.clone(),
-            lease,
+            Lease {
+                id: lease,
+                key: key.clone(),
+            },
             inner.config,
             Arc::clone(&inner.term),
         ));
-        let mut key = inner.prefix.clone();
-        key.extend(format!("{lease:016x}").into_bytes());
         *inner.candidacy.lock() = Some(Candidacy {
             key: key.clone(),
             lease,
             _keeper: AbortOnDropHandle::new(keeper),
         });
         let created = self.create_key(&key, lease).await?;
-        self.wait_turn(created).await?;
+        self.wait_turn(&key, created).await?;
         let token = u64::try_from(created).unwrap_or(0);
         let won = inner.term.send_if_modified(|term| {
             let alive = term.lease_alive && Instant::now() < self.deadline(term);
@@ -387,39 +420,17 @@ impl EtcdElection {
         existing.ok_or(Attempt::LeaseLost)
     }
 
-    /// Waits until no candidate older than `created` is left.
-    async fn wait_turn(&self, created: i64) -> Result<(), Attempt> {
-        let inner = &self.inner;
-        let mut term = inner.term.subscribe();
+    /// Waits until no candidate older than `created` is left, and fails
+    /// when this candidate's own key (created at `created`) is gone.
+    async fn wait_turn(&self, key: &[u8], created: i64) -> Result<(), Attempt> {
+        let mut term = self.inner.term.subscribe();
         loop {
-            let options = GetOptions::new()
-                .with_range(prefix_end(&inner.prefix))
-                .with_max_create_revision(created - 1)
-                .with_sort(SortTarget::Create, SortOrder::Descend)
-                .with_limit(1)
-                .with_keys_only();
-            let older = self
-                .timed(
-                    inner
-                        .client
-                        .kv_client()
-                        .get(inner.prefix.clone(), Some(options)),
-                )
-                .await?;
-            let Some(ahead) = older.kvs().first() else {
+            let Turn::Behind { key: ahead, at } = self.turn(key, created).await? else {
                 return Ok(());
             };
-            let at = older
-                .header()
-                .map_or(0, etcd_client::ResponseHeader::revision);
             let options = WatchOptions::new().with_start_revision(at + 1);
             let mut watch = self
-                .timed(
-                    inner
-                        .client
-                        .watch_client()
-                        .watch(ahead.key(), Some(options)),
-                )
+                .timed(self.inner.client.watch_client().watch(ahead, Some(options)))
                 .await?;
             loop {
                 tokio::select! {
@@ -444,6 +455,53 @@ impl EtcdElection {
         }
     }
 
+    /// Reads, in one transaction (one revision), whether this candidate's
+    /// key still exists with create revision `created` and whether an older
+    /// candidate is left.
+    async fn turn(&self, key: &[u8], created: i64) -> Result<Turn, Attempt> {
+        let prefix = &self.inner.prefix;
+        let older = GetOptions::new()
+            .with_range(prefix_end(prefix))
+            .with_max_create_revision(created - 1)
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1)
+            .with_keys_only();
+        let txn = Txn::new()
+            .when(vec![
+                Compare::create_revision(key, CompareOp::Equal, created),
+                Compare::create_revision(prefix.clone(), CompareOp::Greater, created - 1)
+                    .with_range(prefix_end(prefix)),
+            ])
+            .or_else(vec![
+                TxnOp::get(key, Some(GetOptions::new().with_keys_only())),
+                TxnOp::get(prefix.clone(), Some(older)),
+            ]);
+        let response = self.timed(self.inner.client.kv_client().txn(txn)).await?;
+        if response.succeeded() {
+            return Ok(Turn::Ours);
+        }
+        let at = response
+            .header()
+            .map_or(0, etcd_client::ResponseHeader::revision);
+        let mut reads = response.op_responses().into_iter().map(|op| match op {
+            TxnOpResponse::Get(get) => get
+                .kvs()
+                .first()
+                .map(|kv| (kv.key().to_vec(), kv.create_revision())),
+            _ => None,
+        });
+        let own = reads.next().flatten();
+        if own.map(|(_, revision)| revision) != Some(created) {
+            return Err(Attempt::KeyLost);
+        }
+        match reads.next().flatten() {
+            Some((key, _)) => Ok(Turn::Behind { key, at }),
+            // Refused, yet our key is the oldest: not at one revision,
+            // which etcd guarantees; count it as a lost candidacy.
+            None => Err(Attempt::KeyLost),
+        }
+    }
+
     /// Drops the candidacy and revokes its lease.
     async fn withdraw(&self) -> Result<(), etcd_client::Error> {
         let candidacy = self.inner.candidacy.lock().take();
@@ -458,6 +516,42 @@ impl EtcdElection {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// What makes a write fenced by a token: comparisons that hold while the
+/// token's candidate leads (its key exists with the token as its create
+/// revision, and no candidate is older), and reads that tell, when the
+/// transaction is refused, whether the fence was why.
+pub(super) struct Fence {
+    /// Added to the write's comparisons.
+    pub(super) compares: Vec<Compare>,
+    /// Added to the end of the write's `or_else` operations.
+    pub(super) reads: Vec<TxnOp>,
+    token: u64,
+}
+
+impl Fence {
+    /// The token the fence checks.
+    pub(super) fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Whether the fence held in a refused transaction, from the responses
+    /// to [`reads`](Self::reads) (in order). An unreadable answer counts as
+    /// not holding.
+    pub(super) fn held(&self, reads: &[TxnOpResponse]) -> bool {
+        let token = i64::try_from(self.token).ok();
+        reads.len() == 2
+            && reads.iter().all(|read| match read {
+                TxnOpResponse::Get(get) => {
+                    get.kvs()
+                        .first()
+                        .map(etcd_client::KeyValue::create_revision)
+                        == token
+                }
+                _ => false,
+            })
     }
 }
 
@@ -529,14 +623,16 @@ impl LeaderElector for EtcdElection {
             };
             tokio::select! {
                 () = sleep_until(self.deadline(&current)) => {
+                    // A renewal may have moved the deadline as the timer
+                    // fired: only an expired term is lost.
                     self.inner.term.send_if_modified(|term| {
-                        let leading = term.phase == Phase::Leading(token);
-                        if leading {
+                        let expired = term.phase == Phase::Leading(token)
+                            && Instant::now() >= self.deadline(term);
+                        if expired {
                             term.phase = Phase::Lost;
                         }
-                        leading
+                        expired
                     });
-                    return;
                 }
                 changed = term.changed() => if changed.is_err() {
                     return;
@@ -556,7 +652,10 @@ fn is_refusal(error: &etcd_client::Error) -> bool {
     match error {
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
-            Code::InvalidArgument | Code::PermissionDenied | Code::Unauthenticated
+            Code::InvalidArgument
+                | Code::OutOfRange
+                | Code::PermissionDenied
+                | Code::Unauthenticated
         ),
         etcd_client::Error::InvalidArgs(_) | etcd_client::Error::InvalidUri(_) => true,
         _ => false,
@@ -570,43 +669,107 @@ fn timed_out() -> etcd_client::Error {
     ))
 }
 
-/// Renews `lease` every retry period until it is gone or a renewal is
-/// overdue; publishes each renewal in `term`.
+/// A candidacy's lease and the key bound to it, for the keeper.
+struct Lease {
+    id: i64,
+    key: Vec<u8>,
+}
+
+/// The local deadline of a term: its last renewal plus the renew deadline.
+fn local_deadline(term: &Term, config: &ElectionConfig) -> Instant {
+    crate::time::deadline(term.renewed, config.renew_deadline())
+}
+
+/// Renews the lease every retry period until it is gone, a renewal is
+/// overdue, the leader's key is gone, or the candidacy ended (lost or
+/// idle); publishes each renewal in `term`. A renewal while leading counts
+/// only once the leader's key is read back with the token as its create
+/// revision.
 async fn keep_alive(
     client: Client,
-    lease: i64,
+    lease: Lease,
     config: ElectionConfig,
     term: Arc<watch::Sender<Term>>,
 ) {
     let mut leases = client.lease_client();
+    let mut kv = client.kv_client();
     let mut channel: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
     let mut tick = tokio::time::interval(config.retry_period());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let deadline = term.borrow().renewed + config.renew_deadline();
+        let current = *term.borrow();
+        if matches!(current.phase, Phase::Lost | Phase::Idle) {
+            // The candidacy ended (its local deadline passed): stop holding
+            // the key, so that another candidate wins at once.
+            revoke_quietly(&mut leases, lease.id, &config).await;
+            break;
+        }
+        let deadline = local_deadline(&current, &config);
         let sent = Instant::now();
         if sent >= deadline {
             break;
         }
-        let renewal = renew(&mut leases, &mut channel, lease);
+        let renewal = async {
+            if !renew(&mut leases, &mut channel, lease.id).await? {
+                return Ok(false);
+            }
+            match current.phase {
+                Phase::Leading(token) => owns_key(&mut kv, &lease.key, token).await,
+                _ => Ok(true),
+            }
+        };
         match tokio::time::timeout_at(deadline, renewal).await {
             Ok(Ok(true)) => term.send_modify(|term| term.renewed = sent),
-            Ok(Ok(false)) => break,
+            Ok(Ok(false)) => {
+                revoke_quietly(&mut leases, lease.id, &config).await;
+                break;
+            }
             Ok(Err(error)) => {
-                tracing::debug!(%error, lease, "renewing the lease failed");
+                tracing::debug!(%error, lease = lease.id, "renewing the lease failed");
                 channel = None;
             }
             Err(_) => break,
         }
     }
-    tracing::warn!(lease, "the election lease is gone or overdue");
+    tracing::warn!(
+        lease = lease.id,
+        "the election lease or key is gone or overdue"
+    );
     term.send_modify(|term| {
         term.lease_alive = false;
         if matches!(term.phase, Phase::Leading(_)) {
             term.phase = Phase::Lost;
         }
     });
+}
+
+/// Revokes a lease no longer wanted, best effort (it expires anyway).
+async fn revoke_quietly(
+    leases: &mut etcd_client::LeaseClient,
+    lease: i64,
+    config: &ElectionConfig,
+) {
+    let revoke = leases.revoke(lease);
+    if let Ok(Err(error)) = tokio::time::timeout(config.renew_deadline(), revoke).await {
+        tracing::debug!(%error, lease, "revoking the lease failed");
+    }
+}
+
+/// Whether `key` exists with `token` as its create revision.
+async fn owns_key(
+    kv: &mut etcd_client::KvClient,
+    key: &[u8],
+    token: u64,
+) -> Result<bool, etcd_client::Error> {
+    let response = kv
+        .get(key, Some(GetOptions::new().with_keys_only()))
+        .await?;
+    let created = response
+        .kvs()
+        .first()
+        .map(etcd_client::KeyValue::create_revision);
+    Ok(created.and_then(|revision| u64::try_from(revision).ok()) == Some(token))
 }
 
 /// One renewal; `Ok(false)` when etcd says the lease is gone.
@@ -636,5 +799,20 @@ async fn renew(
         None => Err(etcd_client::Error::LeaseKeepAliveError(
             "keep-alive stream ended".to_owned(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_etcd_refuses_is_final() {
+        let refused = etcd_client::Error::GRpcStatus(tonic::Status::out_of_range(
+            "etcdserver: too large lease TTL",
+        ));
+        assert!(is_refusal(&refused));
+        let unavailable = etcd_client::Error::GRpcStatus(tonic::Status::unavailable("down"));
+        assert!(!is_refusal(&unavailable));
     }
 }

@@ -94,9 +94,9 @@ mod source;
 mod watch;
 mod writer;
 
-pub use self::codec::{DecodeError, EtcdKey, KeyCodec, TextKeys};
+pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
 pub use self::config::{ElectionConfig, ElectionConfigError};
-pub use self::election::{EtcdElection, EtcdElectionBuilder};
+pub use self::election::{ElectionBuildError, EtcdElection, EtcdElectionBuilder};
 pub use self::source::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_REQUEST_TIMEOUT, EtcdSource,
     EtcdSourceBuilder, SkippedEntry,

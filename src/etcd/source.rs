@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::codec::{DecodeError, KeyCodec, TextKeys, decode_value, revision};
+use super::codec::{DecodeError, EncodeError, KeyCodec, TextKeys, decode_value, revision};
 use super::watch;
 use super::writer::EtcdWriter;
 use super::{EtcdKey, MAX_MESSAGE_BYTES, prefix_end, range_start};
@@ -149,8 +149,11 @@ where
     }
 
     /// The etcd key an object with `key` is stored under.
-    #[must_use]
-    pub fn etcd_key(&self, key: &O::Key) -> Vec<u8> {
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`] when the key codec cannot store `key`.
+    pub fn etcd_key(&self, key: &O::Key) -> Result<Vec<u8>, EncodeError> {
         self.shared.etcd_key(key)
     }
 
@@ -234,10 +237,10 @@ impl<O> Shared<O>
 where
     O: Object + Serialize + DeserializeOwned,
 {
-    pub(super) fn etcd_key(&self, key: &O::Key) -> Vec<u8> {
+    pub(super) fn etcd_key(&self, key: &O::Key) -> Result<Vec<u8>, EncodeError> {
         let mut full = self.prefix.clone();
-        full.extend(self.codec.encode(key));
-        full
+        full.extend(self.codec.encode(key)?);
+        Ok(full)
     }
 
     pub(super) fn decode_key(&self, full: &[u8]) -> Result<O::Key, DecodeError> {

@@ -114,6 +114,11 @@ where
         }
         for event in response.events() {
             let Some(kv) = event.kv() else { continue };
+            if !is_after(kv.mod_revision(), self.from) {
+                // etcd-io/etcd#20221: a watch from a future revision can
+                // deliver older events; the informer has them already.
+                continue;
+            }
             let at = revision(kv.mod_revision());
             self.seen = self.seen.max(at);
             // A deletion's key-value is a tombstone with version 0; a put's
@@ -138,5 +143,27 @@ where
             }
         }
         Ok(())
+    }
+}
+
+/// Whether an event at `mod_revision` is after `from`, the revision the
+/// watch was opened after (etcd may deliver older ones, see
+/// etcd-io/etcd#20221).
+fn is_after(mod_revision: i64, from: Revision) -> bool {
+    u64::try_from(mod_revision).is_ok_and(|at| at > from.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_at_or_before_the_start_revision_are_dropped() {
+        let from = Revision::new(10);
+        assert!(!is_after(9, from));
+        assert!(!is_after(10, from));
+        assert!(is_after(11, from));
+        assert!(!is_after(-1, from));
+        assert!(is_after(1, Revision::ZERO));
     }
 }

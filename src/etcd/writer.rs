@@ -10,8 +10,8 @@ use etcd_client::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::codec::revision;
-use super::election::EtcdElection;
+use super::codec::{EncodeError, revision};
+use super::election::{EtcdElection, Fence};
 use super::source::Shared;
 use crate::source::{Object, Revision};
 
@@ -43,8 +43,9 @@ pub enum WriteError {
         /// The etcd key.
         key: String,
     },
-    /// The write carried a fencing token that is no longer the leader's:
-    /// this replica was deposed.
+    /// The write carried a fencing token that is not the leader's now:
+    /// this replica was deposed, or its local deadline passed (it may not
+    /// act as the leader any more, even while its lease lives).
     #[error("fencing token {token} is no longer the leader's")]
     Fenced {
         /// The stale token.
@@ -54,6 +55,9 @@ pub enum WriteError {
     /// [`EtcdWriter::fenced_by`]).
     #[error("a fencing token was given to a writer without an election")]
     NoElection,
+    /// The object's key has no etcd form (see [`KeyCodec`](super::KeyCodec)).
+    #[error("object key cannot be stored")]
+    Key(#[source] EncodeError),
     /// The object could not be encoded as JSON.
     #[error("object could not be encoded")]
     Encode(#[source] serde_json::Error),
@@ -76,7 +80,9 @@ pub enum WriteError {
 ///   [`Context::fencing_token`](crate::controller::Context::fencing_token)),
 ///   only if the election's leader key still exists with that token as its
 ///   create revision, and no older candidate exists: a deposed leader's
-///   write fails with [`WriteError::Fenced`] instead of landing.
+///   write fails with [`WriteError::Fenced`] instead of landing. A write
+///   whose token is not [`EtcdElection::token`] now (the local deadline
+///   passed, or the leadership ended) fails so without a request.
 ///
 /// Objects are stored as JSON; the version field is set from etcd on every
 /// read and write, whatever was serialized.
@@ -133,14 +139,17 @@ where
     /// # Errors
     ///
     /// [`WriteError::AlreadyExists`], [`WriteError::Fenced`],
-    /// [`WriteError::NoElection`], [`WriteError::Encode`] or
-    /// [`WriteError::Etcd`].
+    /// [`WriteError::NoElection`], [`WriteError::Key`],
+    /// [`WriteError::Encode`] or [`WriteError::Etcd`].
     ///
     /// # Cancel safety
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn create(&self, object: &O, token: Option<u64>) -> Result<O, WriteError> {
-        let key = self.shared.etcd_key(&object.key());
+        let key = self
+            .shared
+            .etcd_key(&object.key())
+            .map_err(WriteError::Key)?;
         let value = serde_json::to_vec(object).map_err(WriteError::Encode)?;
         let plan = Plan {
             when: vec![Compare::version(key.clone(), CompareOp::Equal, 0)],
@@ -160,13 +169,16 @@ where
     ///
     /// [`WriteError::NotFound`], [`WriteError::Conflict`],
     /// [`WriteError::Fenced`], [`WriteError::NoElection`],
-    /// [`WriteError::Encode`] or [`WriteError::Etcd`].
+    /// [`WriteError::Key`], [`WriteError::Encode`] or [`WriteError::Etcd`].
     ///
     /// # Cancel safety
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn update(&self, object: &O, token: Option<u64>) -> Result<O, WriteError> {
-        let key = self.shared.etcd_key(&object.key());
+        let key = self
+            .shared
+            .etcd_key(&object.key())
+            .map_err(WriteError::Key)?;
         let value = serde_json::to_vec(object).map_err(WriteError::Encode)?;
         let expected = version(object.version());
         let plan = Plan {
@@ -185,14 +197,17 @@ where
     /// # Errors
     ///
     /// [`WriteError::NotFound`], [`WriteError::Conflict`],
-    /// [`WriteError::Fenced`], [`WriteError::NoElection`] or
-    /// [`WriteError::Etcd`].
+    /// [`WriteError::Fenced`], [`WriteError::NoElection`],
+    /// [`WriteError::Key`] or [`WriteError::Etcd`].
     ///
     /// # Cancel safety
     ///
     /// Dropping the future may or may not have deleted the object.
     pub async fn delete(&self, object: &O, token: Option<u64>) -> Result<(), WriteError> {
-        let key = self.shared.etcd_key(&object.key());
+        let key = self
+            .shared
+            .etcd_key(&object.key())
+            .map_err(WriteError::Key)?;
         let expected = version(object.version());
         let plan = Plan {
             when: exists_at(&key, expected),
@@ -209,13 +224,14 @@ where
     /// # Errors
     ///
     /// [`WriteError::NotFound`], [`WriteError::Fenced`],
-    /// [`WriteError::NoElection`] or [`WriteError::Etcd`].
+    /// [`WriteError::NoElection`], [`WriteError::Key`] or
+    /// [`WriteError::Etcd`].
     ///
     /// # Cancel safety
     ///
     /// Dropping the future may or may not have deleted the object.
     pub async fn delete_key(&self, key: &O::Key, token: Option<u64>) -> Result<(), WriteError> {
-        let key = self.shared.etcd_key(key);
+        let key = self.shared.etcd_key(key).map_err(WriteError::Key)?;
         let plan = Plan {
             when: vec![Compare::version(key.clone(), CompareOp::Greater, 0)],
             then: TxnOp::delete(key.clone(), None),
@@ -232,17 +248,23 @@ where
         token: Option<u64>,
         expected: Option<Revision>,
     ) -> Result<Revision, WriteError> {
-        if let Some(token) = token {
-            let election = self.election.as_ref().ok_or(WriteError::NoElection)?;
-            let fence = election
-                .fence_compares(token)
-                .ok_or(WriteError::Fenced { token })?;
-            plan.when.extend(fence);
-        }
+        let mut reads = vec![TxnOp::get(plan.key.clone(), None::<GetOptions>)];
+        let fence = match token {
+            None => None,
+            Some(token) => {
+                let election = self.election.as_ref().ok_or(WriteError::NoElection)?;
+                // Refused here, before any request, once the local deadline
+                // passed or the leadership ended.
+                let fence = election.fence(token).ok_or(WriteError::Fenced { token })?;
+                plan.when.extend(fence.compares.iter().cloned());
+                reads.extend(fence.reads.iter().cloned());
+                Some(fence)
+            }
+        };
         let txn = Txn::new()
             .when(plan.when)
             .and_then(vec![plan.then])
-            .or_else(vec![TxnOp::get(plan.key.clone(), None::<GetOptions>)]);
+            .or_else(reads);
         let mut kv = self.shared.client.kv_client();
         let response = self
             .shared
@@ -252,36 +274,40 @@ where
         if response.succeeded() {
             return Ok(revision(response.header().map_or(0, |h| h.revision())));
         }
-        Err(self.refusal(&plan.key, &response, token, expected).await)
+        Err(refusal(&plan.key, &response, fence.as_ref(), expected))
     }
+}
 
-    /// Why a transaction's comparisons failed.
-    async fn refusal(
-        &self,
-        key: &[u8],
-        response: &TxnResponse,
-        token: Option<u64>,
-        expected: Option<Revision>,
-    ) -> WriteError {
-        if let (Some(token), Some(election)) = (token, &self.election) {
-            if !election.token_holds(token).await {
-                return WriteError::Fenced { token };
-            }
+/// Why a transaction's comparisons failed, from its `or_else` reads (the
+/// key's, then the fence's) at the revision it was refused at.
+fn refusal(
+    key: &[u8],
+    response: &TxnResponse,
+    fence: Option<&Fence>,
+    expected: Option<Revision>,
+) -> WriteError {
+    let mut reads = response.op_responses();
+    let fence_reads = reads.split_off(1.min(reads.len()));
+    if let Some(fence) = fence {
+        if !fence.held(&fence_reads) {
+            return WriteError::Fenced {
+                token: fence.token(),
+            };
         }
-        let stored = response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| kv.mod_revision())),
-            _ => None,
-        });
-        let name = String::from_utf8_lossy(key).into_owned();
-        match (stored.flatten(), expected) {
-            (None, _) => WriteError::NotFound { key: name },
-            (Some(_), None) => WriteError::AlreadyExists { key: name },
-            (Some(actual), Some(expected)) => WriteError::Conflict {
-                key: name,
-                expected,
-                actual: revision(actual),
-            },
-        }
+    }
+    let stored = reads.into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| kv.mod_revision())),
+        _ => None,
+    });
+    let name = String::from_utf8_lossy(key).into_owned();
+    match (stored.flatten(), expected) {
+        (None, _) => WriteError::NotFound { key: name },
+        (Some(_), None) => WriteError::AlreadyExists { key: name },
+        (Some(actual), Some(expected)) => WriteError::Conflict {
+            key: name,
+            expected,
+            actual: revision(actual),
+        },
     }
 }
 

@@ -10,7 +10,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tend::controller::{Action, Context, Reconciler};
-use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource, EtcdWriter, WriteError, etcd_client};
+use tend::etcd::{
+    ElectionBuildError, ElectionConfig, EtcdElection, EtcdSource, EtcdWriter, WriteError,
+    etcd_client,
+};
 use tend::manager::Manager;
 use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
@@ -158,7 +161,10 @@ pub struct ReplicaConfig {
 
 /// The election handle a replica campaigns with (keep no clone of it
 /// outside the replica, or a killed replica keeps renewing its lease).
-pub fn election(client: etcd_client::Client, config: &ReplicaConfig) -> EtcdElection {
+pub fn election(
+    client: etcd_client::Client,
+    config: &ReplicaConfig,
+) -> Result<EtcdElection, ElectionBuildError> {
     EtcdElection::builder(client, ELECTION)
         .identity(config.identity.clone())
         .config(config.election)
@@ -171,7 +177,7 @@ pub async fn run_replica(
     shutdown: CancellationToken,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let client = tend::testing::etcd::connect(&config.endpoint).await?;
-    let election = election(client.clone(), &config);
+    let election = election(client.clone(), &config)?;
     let pod_source = pods(client.clone());
     let writer = pod_source.writer().fenced_by(&election);
     let mut manager = Manager::builder()

@@ -14,8 +14,11 @@ use tokio_util::task::AbortOnDropHandle;
 ///
 /// While [`blackhole`](Proxy::blackhole)d, connections stay open but no
 /// byte passes in either direction (as in a network partition: requests
-/// hang rather than fail) and new connections are accepted but never
-/// connected through. Dropping the proxy closes every connection.
+/// hang rather than fail) and new connections are accepted but not
+/// connected through. Bytes sent meanwhile are held, not dropped: after a
+/// heal they pass in order, as after a real partition (unless a side gave
+/// up on the connection meanwhile, e.g. its keep-alive timed out).
+/// Dropping the proxy closes every connection.
 #[derive(Debug)]
 pub struct Proxy {
     address: SocketAddr,
@@ -113,7 +116,10 @@ async fn relay(inbound: TcpStream, target: SocketAddr, mut blackholed: watch::Re
     tokio::join!(up, down);
 }
 
-/// Copies bytes one way, holding them while the proxy is blackholed.
+/// Copies bytes one way; while the proxy is blackholed it stops reading,
+/// so that the bytes wait (in the socket buffers, or the one chunk read
+/// just before) and pass in order once it heals, as after a real
+/// partition: dropping them would corrupt the HTTP/2 stream.
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
@@ -122,13 +128,16 @@ async fn pipe(
 ) {
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
+        if blackholed.wait_for(|on| !*on).await.is_err() {
+            break;
+        }
         let read = match from.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
             Ok(read) => read,
         };
-        // Bytes read while blackholed are dropped, as a partition would.
-        if *blackholed.borrow_and_update() || cut.load(Ordering::Relaxed) {
-            continue;
+        // Hold a chunk read as the blackhole began until it heals.
+        if blackholed.wait_for(|on| !*on).await.is_err() || cut.load(Ordering::Relaxed) {
+            break;
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             break;

@@ -6,6 +6,7 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
@@ -14,6 +15,16 @@ use tempfile::TempDir;
 
 /// The environment variable naming the etcd binary.
 const BIN_VAR: &str = "TEND_ETCD_BIN";
+
+/// How many times a first start is tried on new ports when etcd exits
+/// early (its port was taken in the meantime) or another server answers.
+const START_ATTEMPTS: u32 = 5;
+
+/// How long one health probe (connect, read, member list) may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Numbers the servers of this process, for unique member names.
+static SERVERS: AtomicU64 = AtomicU64::new(0);
 
 const INSTALL_HINT: &str = "install it with `apt-get install -y etcd-server` (Debian, Ubuntu) \
     or from https://github.com/etcd-io/etcd/releases, or point TEND_ETCD_BIN at the binary";
@@ -39,6 +50,15 @@ pub enum HarnessError {
         /// The end of etcd's output.
         log: String,
     },
+    /// Another etcd answered on this server's client address (this one
+    /// could not bind it).
+    #[error("another etcd answers on {address} (expected member `{expected}`)")]
+    NotOurs {
+        /// The client address.
+        address: SocketAddr,
+        /// This server's member name.
+        expected: String,
+    },
     /// Connecting a client failed.
     #[error("connecting to etcd failed")]
     Client(#[source] etcd_client::Error),
@@ -46,9 +66,31 @@ pub enum HarnessError {
 
 /// A real etcd server for tests; killed when dropped.
 ///
-/// See the [module docs](super).
+/// See the [module docs](super). Each server is a single-member cluster
+/// with its own member name (`tend-{test process id}-{n}`) and cluster
+/// token on two free loopback ports; after its health check, the harness
+/// confirms that the process still runs and that the member answering is
+/// this one, and a first start whose ports were taken in the meantime is
+/// tried again on new ports.
+///
+/// # Time
+///
+/// The startup budget ([`EtcdServerBuilder::startup_timeout`]) is measured
+/// in real time (`std::time::Instant`), so that it holds under tokio's
+/// paused clock (`start_paused`), where tokio's clock would not advance
+/// while etcd boots. The etcd client's own timeouts (connect, keep-alive)
+/// are tokio timers, which a paused clock fires early: tests that talk to
+/// etcd should not pause the clock.
+///
+/// # Stray processes
+///
+/// The server is killed on drop, also when a test panics. A test binary
+/// that is itself killed with SIGKILL (or aborts) runs no drop: its etcd
+/// keeps running, and its temporary directory stays. Find it by its member
+/// name, which carries the test process's id (`--name=tend-{pid}-{n}`).
 #[derive(Debug)]
 pub struct EtcdServer {
+    name: String,
     binary: PathBuf,
     /// Holds the data dir and the log; removed on drop.
     dir: TempDir,
@@ -93,26 +135,76 @@ impl EtcdServerBuilder {
     /// Dropping the future kills the server.
     pub async fn start(self) -> Result<EtcdServer, HarnessError> {
         let binary = find_binary().ok_or(HarnessError::NotInstalled { hint: INSTALL_HINT })?;
+        let startup = self.startup.unwrap_or(Duration::from_secs(20));
+        let mut attempt = 1;
+        loop {
+            let (server, ports) = EtcdServer::prepare(binary.clone(), self.args.clone(), startup)?;
+            match server.launch(Some(ports)).await {
+                Ok(()) => return Ok(server),
+                Err(error) if attempt < START_ATTEMPTS && server.lost_its_ports(&error) => {
+                    tracing::debug!(%error, attempt, "etcd did not start, trying new ports");
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}
+
+/// The two listeners that hold a server's ports until it is spawned.
+struct Ports {
+    client: TcpListener,
+    peer: TcpListener,
+}
+
+impl Ports {
+    /// Two distinct free loopback ports, held open.
+    fn bind() -> std::io::Result<Self> {
+        Ok(Self {
+            client: TcpListener::bind("127.0.0.1:0")?,
+            peer: TcpListener::bind("127.0.0.1:0")?,
+        })
+    }
+}
+
+impl EtcdServer {
+    /// A server on two held free ports, with a fresh data directory, not
+    /// started.
+    fn prepare(
+        binary: PathBuf,
+        args: Vec<OsString>,
+        startup: Duration,
+    ) -> Result<(Self, Ports), HarnessError> {
         let dir = tempfile::Builder::new().prefix("tend-etcd-").tempdir()?;
         let mut data = fs::DirBuilder::new();
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut data, 0o700);
         data.create(dir.path().join("data"))?;
-        let server = EtcdServer {
+        let ports = Ports::bind()?;
+        let number = SERVERS.fetch_add(1, Ordering::Relaxed);
+        let server = Self {
+            name: format!("tend-{}-{number}", std::process::id()),
             binary,
             dir,
-            client_address: free_address()?,
-            peer_address: free_address()?,
-            args: self.args,
-            startup: self.startup.unwrap_or(Duration::from_secs(20)),
+            client_address: ports.client.local_addr()?,
+            peer_address: ports.peer.local_addr()?,
+            args,
+            startup,
             child: Mutex::new(None),
         };
-        server.restart().await?;
-        Ok(server)
+        Ok((server, ports))
     }
-}
 
-impl EtcdServer {
+    /// Whether a failed start is worth trying again on new ports: etcd
+    /// exited (its port was taken once released), or another etcd answered.
+    fn lost_its_ports(&self, error: &HarnessError) -> bool {
+        match error {
+            HarnessError::NotOurs { .. } => true,
+            HarnessError::Unhealthy { .. } => !self.is_running(),
+            _ => false,
+        }
+    }
+
     /// Starts a server with the default settings.
     ///
     /// # Errors
@@ -192,11 +284,22 @@ impl EtcdServer {
     ///
     /// Dropping the future leaves the server starting.
     pub async fn restart(&self) -> Result<(), HarnessError> {
+        self.launch(None).await
+    }
+
+    /// Kills the server if it runs, spawns it (releasing `ports` right
+    /// before) and waits until it serves.
+    async fn launch(&self, ports: Option<Ports>) -> Result<(), HarnessError> {
         self.kill();
         let log = fs::File::create(self.log_path())?;
-        let child = Command::new(&self.binary)
-            .arg("--name=tend-test")
+        let mut command = Command::new(&self.binary);
+        command
+            .arg(format!("--name={}", self.name))
+            .arg(format!("--initial-cluster-token={}-cluster", self.name))
             .arg(format!("--data-dir={}", self.data_dir().display()))
+            // `connect` pings every second; etcd's default minimum (5 s)
+            // would answer with GOAWAY `too_many_pings` on idle connections.
+            .arg("--grpc-keepalive-min-time=500ms")
             .arg(format!("--listen-client-urls={}", self.endpoint()))
             .arg(format!("--advertise-client-urls={}", self.endpoint()))
             .arg(format!("--listen-peer-urls=http://{}", self.peer_address))
@@ -205,14 +308,15 @@ impl EtcdServer {
                 self.peer_address
             ))
             .arg(format!(
-                "--initial-cluster=tend-test=http://{}",
-                self.peer_address
+                "--initial-cluster={}=http://{}",
+                self.name, self.peer_address
             ))
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        drop(ports);
+        let child = command.spawn()?;
         *self.child.lock() = Some(child);
         self.wait_healthy().await
     }
@@ -221,16 +325,26 @@ impl EtcdServer {
         self.dir.path().join("etcd.log")
     }
 
+    /// Probes until etcd serves as this member, the process exits, or the
+    /// startup budget is spent.
     async fn wait_healthy(&self) -> Result<(), HarnessError> {
-        let started = tokio::time::Instant::now();
+        // Real time, not tokio's: under a paused clock tokio's time does not
+        // pass while etcd boots (see "Time" in the type's docs).
+        let started = std::time::Instant::now();
         while started.elapsed() < self.startup {
             if !self.is_running() {
                 break;
             }
-            if let Ok(mut client) = connect(&self.endpoint()).await {
-                if client.get("tend-health", None).await.is_ok() {
-                    return Ok(());
+            let left = self.startup.saturating_sub(started.elapsed());
+            match tokio::time::timeout(PROBE_TIMEOUT.min(left), self.probe()).await {
+                Ok(Ok(true)) if self.is_running() => return Ok(()),
+                Ok(Ok(false)) => {
+                    return Err(HarnessError::NotOurs {
+                        address: self.client_address,
+                        expected: self.name.clone(),
+                    });
                 }
+                _ => {}
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -238,6 +352,21 @@ impl EtcdServer {
             waited: started.elapsed(),
             log: tail(&self.log_path()),
         })
+    }
+
+    /// One health probe: whether etcd serves reads, and whether the member
+    /// answering is this server.
+    async fn probe(&self) -> Result<bool, HarnessError> {
+        let mut client = connect(&self.endpoint()).await?;
+        client
+            .get("tend-health", None)
+            .await
+            .map_err(HarnessError::Client)?;
+        let members = client.member_list().await.map_err(HarnessError::Client)?;
+        Ok(members
+            .members()
+            .iter()
+            .any(|member| member.name() == self.name))
     }
 }
 
@@ -277,11 +406,6 @@ fn find_binary() -> Option<PathBuf> {
     std::env::split_paths(&paths)
         .map(|dir| dir.join("etcd"))
         .find(|candidate| candidate.is_file())
-}
-
-/// A free loopback address (the port is released for etcd to take).
-fn free_address() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 /// The last lines of a log file.
