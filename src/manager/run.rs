@@ -314,7 +314,7 @@ impl Manager {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => tracing::warn!(%error, "resigning the leadership failed"),
                 Err(_) => {
-                    tracing::warn!(timeout = ?RESIGN_TIMEOUT, "resigning the leadership timed out")
+                    tracing::warn!(timeout = ?RESIGN_TIMEOUT, "resigning the leadership timed out");
                 }
             }
         }
