@@ -97,6 +97,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
                 drained: tokio::sync::Notify::new(),
                 limiter,
                 observer: self.observer,
+                epoch: super::stamp::Epoch::new(tokio::time::Instant::now().into_std()),
             }),
         }
     }

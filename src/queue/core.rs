@@ -22,11 +22,12 @@ use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
 use super::levels::{Levels, ReadyEntry};
+use super::stamp::Stamp;
 use super::{Priority, QueueKey};
 
 /// Stale entries tolerated before a compaction is considered.
@@ -71,24 +72,24 @@ impl Slot {
 struct Queued {
     seq: u64,
     priority: Priority,
-    since: Instant,
+    since: Stamp,
 }
 
 #[derive(Clone, Copy)]
 struct Timer {
     seq: u64,
-    deadline: Instant,
+    deadline: Stamp,
 }
 
 struct InFlight {
-    started: Instant,
+    started: Stamp,
     /// Set by an add during processing: the priority to queue again with and
     /// when the first such add happened.
-    dirty: Option<(Priority, Instant)>,
+    dirty: Option<(Priority, Stamp)>,
 }
 
 struct TimerEntry<K> {
-    deadline: Instant,
+    deadline: Stamp,
     seq: u64,
     key: K,
 }
@@ -150,7 +151,7 @@ pub(crate) enum Next<K> {
         fired: usize,
     },
     /// Nothing ready; the earliest timer, if any.
-    Empty { wake_at: Option<Instant> },
+    Empty { wake_at: Option<Stamp> },
     /// The queue is shut down.
     ShutDown,
 }
@@ -193,7 +194,7 @@ impl<K: QueueKey> Core<K> {
         &mut self,
         key: K,
         mut priority: Priority,
-        now: impl FnOnce() -> Instant,
+        now: impl FnOnce() -> Stamp,
     ) -> Added {
         if self.shut_down {
             return Added::Rejected;
@@ -263,7 +264,7 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    pub(crate) fn add_after(&mut self, key: K, deadline: Instant, now: Instant) -> Scheduled {
+    pub(crate) fn add_after(&mut self, key: K, deadline: Stamp, now: Stamp) -> Scheduled {
         if self.shut_down {
             return Scheduled::Rejected;
         }
@@ -302,7 +303,7 @@ impl<K: QueueKey> Core<K> {
         })
     }
 
-    pub(crate) fn next(&mut self, now: Instant) -> Next<K> {
+    pub(crate) fn next(&mut self, now: Stamp) -> Next<K> {
         if self.shut_down {
             return Next::ShutDown;
         }
@@ -319,7 +320,7 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    pub(crate) fn done(&mut self, key: &K, now: Instant) -> Result<Finished, NotInFlight> {
+    pub(crate) fn done(&mut self, key: &K, now: Stamp) -> Result<Finished, NotInFlight> {
         let slot = self.slots.get_mut(key).ok_or(NotInFlight)?;
         let flight = slot.flight.take().ok_or(NotInFlight)?;
         self.in_flight -= 1;
@@ -435,7 +436,7 @@ impl<K: QueueKey> Core<K> {
 
     /// Every in-flight key with the time its processing started (a scan of
     /// all keys: for scrapes and debugging, not hot paths).
-    pub(crate) fn in_flight(&self) -> impl Iterator<Item = (&K, Instant)> {
+    pub(crate) fn in_flight(&self) -> impl Iterator<Item = (&K, Stamp)> {
         self.slots
             .iter()
             .filter_map(|(k, s)| s.flight.as_ref().map(|f| (k, f.started)))
@@ -455,7 +456,7 @@ impl<K: QueueKey> Core<K> {
 
     /// Moves every due timer's key to ready (or marks it dirty when it is in
     /// flight); returns how many fired.
-    fn fire_timers(&mut self, now: Instant) -> usize {
+    fn fire_timers(&mut self, now: Stamp) -> usize {
         let mut fired = 0;
         while let Some(top) = self.timers.peek_mut() {
             if top.deadline > now {
@@ -495,7 +496,7 @@ impl<K: QueueKey> Core<K> {
     /// `max_wait` in a lower level goes first, so low priorities never starve
     /// yet never take more than half the throughput from fresh changes. The
     /// key is marked in flight.
-    fn pop_ready(&mut self, now: Instant) -> Option<(K, Queued)> {
+    fn pop_ready(&mut self, now: Stamp) -> Option<(K, Queued)> {
         loop {
             let (at, several_levels) = self.choose_level(now)?;
             let entry = self.levels.pop(at)?;
@@ -523,7 +524,7 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// The level to pop from, and whether several levels had keys.
-    fn choose_level(&self, now: Instant) -> Option<(usize, bool)> {
+    fn choose_level(&self, now: Stamp) -> Option<(usize, bool)> {
         let mut fronts = self.levels.fronts();
         let (highest, _) = fronts.next()?;
         let mut lower = fronts.peekable();
@@ -563,12 +564,12 @@ impl<K: QueueKey> Core<K> {
     }
 }
 
-fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Instant, key: K) {
+fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Stamp, key: K) {
     levels.push(priority, ReadyEntry { seq, since, key });
 }
 
 impl InFlight {
-    fn mark_dirty(&mut self, priority: Priority, now: Instant) {
+    fn mark_dirty(&mut self, priority: Priority, now: Stamp) {
         let dirty = self.dirty.get_or_insert((priority, now));
         dirty.0 = dirty.0.max(priority);
     }

@@ -1,14 +1,14 @@
 //! Ready keys by priority: one FIFO per level, highest level first.
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use super::Priority;
+use super::stamp::Stamp;
 
 /// A ready key as queued: `seq` tells a live entry from a stale one.
 pub(super) struct ReadyEntry<K> {
     pub(super) seq: u64,
-    pub(super) since: Instant,
+    pub(super) since: Stamp,
     pub(super) key: K,
 }
 

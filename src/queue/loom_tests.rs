@@ -3,13 +3,14 @@
 //!
 //! Run with `RUSTFLAGS="--cfg tend_loom" cargo test --lib --release loom`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
 
 use super::Priority;
 use super::core::{Core, Next};
+use super::stamp::Stamp;
 use crate::sync::{Mutex, lock};
 
 type Shared = Arc<Mutex<Core<u8>>>;
@@ -18,7 +19,7 @@ fn shared() -> Shared {
     Arc::new(Mutex::new(Core::new(Duration::from_secs(10))))
 }
 
-fn take(core: &Shared, now: Instant) -> Option<u8> {
+fn take(core: &Shared, now: Stamp) -> Option<u8> {
     match lock(core).next(now) {
         Next::Key { key, .. } => Some(key),
         Next::Empty { .. } | Next::ShutDown => None,
@@ -28,7 +29,7 @@ fn take(core: &Shared, now: Instant) -> Option<u8> {
 #[test]
 fn an_add_while_processing_is_never_lost() {
     loom::model(|| {
-        let now = Instant::now();
+        let now = Stamp::default();
         let core = shared();
         lock(&core).add(1, Priority::NORMAL, || now);
         assert_eq!(take(&core, now), Some(1));
@@ -49,7 +50,7 @@ fn an_add_while_processing_is_never_lost() {
 #[test]
 fn concurrent_gets_and_an_add_hand_the_key_out_once() {
     loom::model(|| {
-        let now = Instant::now();
+        let now = Stamp::default();
         let core = shared();
         let getters: Vec<_> = (0..2)
             .map(|_| {
@@ -70,7 +71,7 @@ fn concurrent_gets_and_an_add_hand_the_key_out_once() {
 #[test]
 fn shutdown_during_get_stops_the_worker() {
     loom::model(|| {
-        let now = Instant::now();
+        let now = Stamp::default();
         let core = shared();
         let worker = {
             let core = core.clone();
@@ -97,7 +98,7 @@ fn shutdown_during_get_stops_the_worker() {
 #[test]
 fn a_drain_ends_when_the_last_key_is_done() {
     loom::model(|| {
-        let now = Instant::now();
+        let now = Stamp::default();
         let core = shared();
         lock(&core).add(1, Priority::NORMAL, || now);
         assert_eq!(take(&core, now), Some(1));

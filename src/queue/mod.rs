@@ -35,6 +35,7 @@ mod levels;
 mod loom_tests;
 mod observer;
 mod priority;
+mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;
 
@@ -47,6 +48,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use self::core::{Added, Core, Next, Scheduled};
+use self::stamp::{Epoch, Stamp};
 use crate::rate_limit::RateLimiter;
 use crate::sync::{Mutex, lock};
 
@@ -106,6 +108,8 @@ struct Shared<K> {
     drained: Notify,
     limiter: Box<dyn RateLimiter<K>>,
     observer: Arc<dyn QueueObserver>,
+    /// Where the core's compact timestamps count from.
+    epoch: Epoch,
 }
 
 impl<K: QueueKey> WorkQueue<K> {
@@ -140,7 +144,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        let (added, _) = self.with_core(|core| core.add(key, priority, now));
+        let (added, _) = self.with_core(|core| core.add(key, priority, || self.now()));
         self.after_add(added);
     }
 
@@ -149,9 +153,8 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the earlier deadline wins. A zero delay is an immediate
     /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
     pub fn add_after(&self, key: K, delay: Duration) {
-        let now = now();
-        let deadline = crate::time::std_deadline(now, delay);
-        let (scheduled, _) = self.with_core(|core| core.add_after(key, deadline, now));
+        let now = self.now();
+        let (scheduled, _) = self.with_core(|core| core.add_after(key, now.after(delay), now));
         self.after_schedule(scheduled);
     }
 
@@ -162,13 +165,13 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the rate limiter is not asked, so a deduplicated add never spends a
     /// token of a shared bucket nor counts as a failure.
     pub fn add_rate_limited(&self, key: K) {
-        let now = now();
+        let now = self.now();
         let (scheduled, _) = self.with_core(|core| {
             if core.is_shut_down() || core.is_pending(&key) {
                 return None;
             }
             let delay = self.shared.limiter.when(&key);
-            Some(core.add_after(key, crate::time::std_deadline(now, delay), now))
+            Some(core.add_after(key, now.after(delay), now))
         });
         if let Some(scheduled) = scheduled {
             self.shared.observer.retried();
@@ -222,7 +225,7 @@ impl<K: QueueKey> WorkQueue<K> {
                     let _watching = TimerWatch(self);
                     tokio::select! {
                         () = &mut notified => {}
-                        () = tokio::time::sleep_until(Instant::from_std(deadline)) => {}
+                        () = tokio::time::sleep_until(Instant::from_std(self.shared.epoch.instant(deadline))) => {}
                     }
                 }
             }
@@ -234,7 +237,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// then hold a `TimerWatch`).
     fn take_next(&self, will_wait: bool) -> Taken<K> {
         let ((next, unwatched), ready) = self.with_core(|core| {
-            let next = core.next(now());
+            let next = core.next(self.now());
             if will_wait && matches!(next, Next::Empty { wake_at: Some(_) }) {
                 core.watch_timers();
             }
@@ -268,7 +271,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`DoneError`] if no worker holds `key` (never handed out, or `done`
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
-        let now = now();
+        let now = self.now();
         let ((finished, drained), _) = self.with_core(|core| {
             let finished = core.done(key, now);
             (finished, core.is_shut_down() && core.in_flight_len() == 0)
@@ -354,7 +357,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Sizes of the queue, and the age of its in-flight work.
     #[must_use]
     pub fn stats(&self) -> QueueStats {
-        let now = now();
+        let now = self.now();
         let core = lock(&self.shared.core);
         let ages = core
             .in_flight()
@@ -377,7 +380,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// is stuck" view.
     #[must_use]
     pub fn in_flight(&self) -> Vec<InFlightKey<K>> {
-        let now = now();
+        let now = self.now();
         let mut keys: Vec<_> = lock(&self.shared.core)
             .in_flight()
             .map(|(key, started)| InFlightKey {
@@ -387,6 +390,11 @@ impl<K: QueueKey> WorkQueue<K> {
             .collect();
         keys.sort_by_key(|k| std::cmp::Reverse(k.age));
         keys
+    }
+
+    /// Tokio's clock (so paused-time tests drive the queue) as a core stamp.
+    fn now(&self) -> Stamp {
+        self.shared.epoch.stamp(Instant::now().into_std())
     }
 
     /// Runs `f` on the locked core; returns its result and the ready count.
@@ -427,8 +435,6 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 }
 
-/// Tokio's clock (so paused-time tests drive the queue) as a std instant
-/// for the core.
 /// Counts a worker as sleeping until the earliest timer while it lives.
 struct TimerWatch<'a, K: QueueKey>(&'a WorkQueue<K>);
 
@@ -442,11 +448,7 @@ impl<K: QueueKey> Drop for TimerWatch<'_, K> {
 enum Taken<K> {
     Key(K),
     ShutDown,
-    Empty(Option<std::time::Instant>),
-}
-
-fn now() -> std::time::Instant {
-    Instant::now().into_std()
+    Empty(Option<Stamp>),
 }
 
 impl<K: QueueKey> Default for WorkQueue<K> {

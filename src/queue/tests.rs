@@ -1,16 +1,17 @@
 //! Unit and property tests of the synchronous core, with explicit time.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 use super::Priority;
 use super::core::{Added, Core, Next, Scheduled};
+use super::stamp::Stamp;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-fn take(core: &mut Core<u8>, now: Instant) -> Option<u8> {
+fn take(core: &mut Core<u8>, now: Stamp) -> Option<u8> {
     match core.next(now) {
         Next::Key { key, .. } => Some(key),
         Next::Empty { .. } | Next::ShutDown => None,
@@ -20,10 +21,10 @@ fn take(core: &mut Core<u8>, now: Instant) -> Option<u8> {
 #[test]
 fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     let mut core = Core::new(HOUR);
-    let t0 = Instant::now();
+    let t0 = Stamp::default();
     for round in 0..10_000u32 {
         // A long timer superseded by an immediate add leaves a stale heap entry.
-        core.add_after(1u8, t0 + HOUR, t0);
+        core.add_after(1u8, t0.after(HOUR), t0);
         core.add(1, Priority::NORMAL, || t0);
         assert_eq!(take(&mut core, t0), Some(1), "round {round}");
         core.done(&1, t0).expect("in flight");
@@ -38,7 +39,7 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
 #[test]
 fn re_prioritised_keys_are_compacted() {
     let mut core = Core::new(HOUR);
-    let t0 = Instant::now();
+    let t0 = Stamp::default();
     for key in 0..200u8 {
         core.add(key, Priority::LOW, || t0);
         core.add(key, Priority::HIGH, || t0);
@@ -55,10 +56,10 @@ fn re_prioritised_keys_are_compacted() {
 #[test]
 fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     let mut core = Core::new(HOUR);
-    let t0 = Instant::now();
+    let t0 = Stamp::default();
     core.add(7u8, Priority::NORMAL, || t0);
     assert_eq!(take(&mut core, t0), Some(7));
-    let due = t0 + Duration::from_secs(1);
+    let due = t0.after(Duration::from_secs(1));
     assert_eq!(
         core.add_after(7, due, t0),
         Scheduled::Timer { earliest: true }
@@ -71,7 +72,7 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
 #[test]
 fn adding_to_a_shut_down_core_is_rejected() {
     let mut core = Core::new(HOUR);
-    let t0 = Instant::now();
+    let t0 = Stamp::default();
     core.add(1u8, Priority::NORMAL, || t0);
     assert_eq!(core.shut_down(), 1);
     assert_eq!(core.add(1, Priority::NORMAL, || t0), Added::Rejected);
@@ -206,8 +207,8 @@ proptest! {
     /// same sizes, and the five invariants checked after every step.
     #[test]
     fn core_behaves_like_the_model(ops in proptest::collection::vec(op(), 1..120)) {
-        let t0 = Instant::now();
-        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let t0 = Stamp::default();
+        let ms = |m: u64| t0.after(Duration::from_millis(m));
         let mut core = Core::new(HOUR);
         let mut model = Model::default();
         let mut now = 0u64;
