@@ -28,8 +28,12 @@ impl Stamp {
 pub(crate) struct Epoch(Instant);
 
 impl Epoch {
+    /// An epoch a day before `now` where the clock allows: tokio's paused
+    /// clock may run behind the real one, and a queue built on one and used
+    /// on the other must still see time move.
     pub(crate) fn new(now: Instant) -> Self {
-        Self(now)
+        const SLACK: Duration = Duration::from_secs(24 * 3600);
+        Self(now.checked_sub(SLACK).unwrap_or(now))
     }
 
     pub(crate) fn stamp(self, at: Instant) -> Stamp {
