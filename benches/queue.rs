@@ -35,6 +35,18 @@ fn paused() -> Runtime {
         .expect("runtime")
 }
 
+/// The dedup storm's runtime: its two workers on one thread, the producer on
+/// the bench's own: two busy threads for two cores. With three threads a
+/// preempted lock holder stalls the others and the figure swings tenfold
+/// between samples (60–750 ms); with two it is stable.
+fn one_thread() -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
 fn two_threads() -> Runtime {
     Builder::new_multi_thread()
         .worker_threads(2)
@@ -131,16 +143,27 @@ mod timers {
     }
 }
 
-/// 3. Dedup storm: 1M adds over 10k keys while 2 workers drain.
+/// 3. Dedup storm: 1M adds over 10k keys while 2 workers, each spending
+///    about a microsecond per key (a reconcile is never free), drain. Timed:
+///    the producer's adds ("absorbed"); the workers stop when it is done.
 mod dedup_storm {
     use super::*;
 
     const ADDS: u64 = 1_000_000;
     const KEYS: u64 = 10_000;
 
+    /// About a microsecond of work.
+    fn work(key: u64) -> u64 {
+        (0..200u64).fold(key, |acc, i| divan::black_box(acc.rotate_left(7) ^ i))
+    }
+
+    fn key(i: u64) -> u64 {
+        i.wrapping_mul(2_654_435_761) % KEYS
+    }
+
     #[divan::bench(sample_count = 10)]
     fn work_queue(bencher: Bencher) {
-        let runtime = two_threads();
+        let runtime = one_thread();
         bencher.counter(ItemsCount::new(ADDS)).bench_local(|| {
             let queue = WorkQueue::<u64>::new();
             let workers: Vec<_> = (0..2)
@@ -148,13 +171,14 @@ mod dedup_storm {
                     let queue = queue.clone();
                     runtime.spawn(async move {
                         while let Some(key) = queue.get().await {
+                            divan::black_box(work(key));
                             queue.done(&key).expect("held");
                         }
                     })
                 })
                 .collect();
             for i in 0..ADDS {
-                queue.add(i.wrapping_mul(2_654_435_761) % KEYS);
+                queue.add(key(i));
             }
             queue.shutdown();
             runtime.block_on(async {
@@ -167,7 +191,7 @@ mod dedup_storm {
 
     #[divan::bench(sample_count = 10)]
     fn mpsc_baseline(bencher: Bencher) {
-        let runtime = two_threads();
+        let runtime = one_thread();
         bencher.counter(ItemsCount::new(ADDS)).bench_local(|| {
             let (tx, rx) = mpsc::unbounded_channel::<u64>();
             let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
@@ -176,18 +200,21 @@ mod dedup_storm {
                     let rx = rx.clone();
                     runtime.spawn(async move {
                         while let Some(key) = rx.lock().await.recv().await {
-                            divan::black_box(key);
+                            divan::black_box(work(key));
                         }
                     })
                 })
                 .collect();
             for i in 0..ADDS {
-                tx.send(i.wrapping_mul(2_654_435_761) % KEYS).expect("open");
+                tx.send(key(i)).expect("open");
             }
-            drop(tx);
+            // Like the queue's shutdown: what is not yet taken is dropped.
+            for worker in &workers {
+                worker.abort();
+            }
             runtime.block_on(async {
                 for worker in workers {
-                    worker.await.expect("worker");
+                    let _ = worker.await;
                 }
             });
         });
