@@ -495,3 +495,72 @@ async fn a_controller_grace_longer_than_the_managers_is_capped_so_shutdown_stays
     assert_eq!(stopping.elapsed(), Duration::from_secs(8), "80 % of 10 s");
     assert_eq!(count(&log, "reconcile dropped stuck"), 1);
 }
+
+/// An elector that leads at once, loses when told, and counts resignations.
+#[derive(Default)]
+struct Counts {
+    lose: tokio::sync::Notify,
+    resigned: std::sync::atomic::AtomicUsize,
+}
+
+struct CountingElector(Arc<Counts>);
+
+#[async_trait::async_trait]
+impl tend::manager::LeaderElector for CountingElector {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    async fn campaign(&self) -> Result<u64, tend::manager::ElectionError> {
+        Ok(7)
+    }
+
+    async fn lost(&self) {
+        self.0.lose.notified().await;
+    }
+
+    async fn resign(&self) -> Result<(), tend::manager::ElectionError> {
+        self.0
+            .resigned
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_losing_the_leadership_the_manager_still_withdraws_its_candidacy() {
+    let store = widgets(&["a"]);
+    let log = Log::default();
+    let elector = Arc::new(Counts::default());
+    let mut manager = manager()
+        .leader_election(CountingElector(Arc::clone(&elector)))
+        .build()
+        .unwrap();
+    let informer = manager
+        .informer("widgets", || Informer::builder(store.clone()).build())
+        .unwrap();
+    let controller = manager
+        .controller("widgets", &informer, Recorder::new("leader", &log))
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let run = tokio::spawn(manager.run());
+    eventually("the leader to reconcile", LIMIT, || {
+        count(&log, "leader a") == 1
+    })
+    .await;
+    elector.lose.notify_one();
+    let error = within("run to fail", LIMIT, run)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(error, ManagerError::LostLeadership { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        elector.resigned.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a lease that still renews would keep every other replica out"
+    );
+}
