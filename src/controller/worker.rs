@@ -97,7 +97,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             if cancel.is_cancelled() {
                 cancel = hard_stop.child_token();
             }
-            let processed = AssertUnwindSafe(self.process(key.clone(), &cancel)).catch_unwind();
+            let processed = AssertUnwindSafe(self.process(&key, &cancel)).catch_unwind();
             if let Err(panic) = processed.await {
                 tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
                 let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -108,13 +108,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         }
     }
 
-    async fn process(&self, key: O::Key, cancel: &CancellationToken) {
+    async fn process(&self, key: &O::Key, cancel: &CancellationToken) {
         let queue = &self.sink.queue;
-        let triggers = self.sink.take(&key);
-        let attempt = queue.retries(&key).saturating_add(1);
+        let triggers = self.sink.take(key);
+        let attempt = queue.retries(key).saturating_add(1);
         let ctx = Context {
             key: key.clone(),
-            object: self.store.get(&key),
+            object: self.store.get(key),
             attempt,
             triggers,
             cancel: cancel.clone(),
@@ -131,10 +131,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let mut report = Report::start(&*self.observer);
         let ran = self.call(ctx, cancel).instrument(span.clone()).await;
         let took = report.started.elapsed();
-        let outcome = span.in_scope(|| self.settle(&key, attempt, ran, took));
+        let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
         report.finish(outcome);
         // Cannot fail: this worker took `key` from the queue.
-        let _ = queue.done(&key);
+        let _ = queue.done(key);
     }
 
     /// Runs the reconcile with panic catching, its timeout and the hard stop.

@@ -3,7 +3,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::future::Future;
+#[path = "wait.rs"]
+mod wait;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use wait::{eventually, within};
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -110,27 +114,6 @@ pub async fn run_informer(source: EtcdSource<Item>) -> Running {
         cancel,
         task,
     }
-}
-
-/// Polls `condition` every 20 ms; panics naming `what` after `limit`.
-pub async fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let waited = tokio::time::timeout(limit, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(
-        waited.is_ok(),
-        "timed out after {limit:?} waiting for {what}"
-    );
-}
-
-/// Awaits `future`, panicking with `what` after `limit`.
-pub async fn within<T>(what: &str, limit: Duration, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, future)
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
 }
 
 /// The cached value of every item, sorted by name.

@@ -1,9 +1,12 @@
 //! Shared helpers for the informer, memory and poll tests.
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
+mod wait;
+#[allow(unused_imports)]
+pub use wait::{eventually as wait_until, within};
+
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -228,26 +231,6 @@ impl Running {
             .expect("informer task panicked")
             .expect("informer run failed");
     }
-}
-
-/// Waits (polling every 10 ms of tokio time) until `condition` holds; fails
-/// the test naming `what` after `timeout`.
-pub async fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !condition() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Awaits `future`, failing the test naming `what` after `timeout`.
-pub async fn within<T>(what: &str, timeout: Duration, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(timeout, future)
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
 /// Asserts two maps are equal, printing a short diff when they are not.

@@ -2,8 +2,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::future::Future;
-use std::time::Duration;
+#[path = "wait.rs"]
+mod wait;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use wait::{eventually, within};
 
 use tend::Revision;
 use tend::memory::MemoryStore;
@@ -29,26 +31,4 @@ pub fn widgets(names: &[&str]) -> MemoryStore<Widget> {
             .expect("a fresh name");
     }
     store
-}
-
-/// Polls `condition` every 10 ms until it holds, panicking with `what`
-/// after `limit`.
-pub async fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let waited = tokio::time::timeout(limit, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(
-        waited.is_ok(),
-        "timed out after {limit:?} waiting for {what}"
-    );
-}
-
-/// Awaits `future`, panicking with `what` after `limit`.
-pub async fn within<T>(what: &str, limit: Duration, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, future)
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {limit:?} waiting for {what}"))
 }
