@@ -182,7 +182,10 @@ fn update_storm() {
     //    at its final version.
     const KEYS: u64 = 10_000;
     const UPDATES: u64 = 1_000_000;
-    let store = MemoryStore::new("storm");
+    // A history as long as the storm, as etcd's (compacted every few
+    // minutes) would be: the figure is the pipeline's, not a relist's.
+    let history = std::num::NonZeroUsize::new(UPDATES as usize).expect("non-zero");
+    let store = MemoryStore::with_history("storm", history);
     for id in 0..KEYS {
         store.put(item(id, 0));
     }
@@ -198,9 +201,11 @@ fn update_storm() {
         &reconciler,
         move || {
             std::thread::spawn(move || {
+                let t = Instant::now();
                 for n in 0..UPDATES {
                     writer.put(item(n % KEYS, n / KEYS + 1));
                 }
+                eprintln!("writer {:?}", t.elapsed());
             });
         },
         |r| r.done.load(Ordering::Relaxed) == KEYS as usize,

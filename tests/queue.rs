@@ -534,3 +534,51 @@ async fn a_background_add_does_not_demote_a_pending_timer() {
     assert_eq!(next(&queue).await, "retry");
     assert_eq!(next(&queue).await, "fresh");
 }
+
+/// Panics in every callback.
+struct Panicking;
+
+impl QueueObserver for Panicking {
+    fn added(&self) {
+        panic!("added");
+    }
+    fn depth(&self, _ready: usize) {
+        panic!("depth");
+    }
+    fn queued_for(&self, _waited: Duration) {
+        panic!("queued_for");
+    }
+    fn worked_for(&self, _worked: Duration) {
+        panic!("worked_for");
+    }
+    fn retried(&self) {
+        panic!("retried");
+    }
+    fn dropped(&self, _keys: u64) {
+        panic!("dropped");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_observer_neither_strands_nor_loses_keys() {
+    let queue = WorkQueue::builder().observer(Arc::new(Panicking)).build();
+    queue.add("a");
+    queue.add("b");
+    let a = next(&queue).await;
+    queue.add(a); // dirty
+    queue.done(&a).expect("held");
+    queue.add_rate_limited("c");
+    queue.add_after("d", Duration::from_secs(1));
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let key = next(&queue).await;
+        queue.done(&key).expect("held");
+        seen.push(key);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, ["a", "b", "c", "d"]);
+    assert_eq!(queue.stats().in_flight, 0);
+    queue.add("e");
+    queue.shutdown();
+    assert_eq!(queue.stats().dropped, 1);
+}

@@ -37,7 +37,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -188,7 +187,6 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
         let sink = Enqueue {
             queue: self.queue.clone(),
-            triggers: Arc::new(DashMap::default()),
             background: self.config.background,
         };
         let mut caches = Caches::default();

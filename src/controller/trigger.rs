@@ -63,8 +63,8 @@ impl fmt::Display for Trigger {
 /// Every reason a reconcile ran: several changes to one key are coalesced
 /// into one reconcile, so there may be several (`changed+owned`).
 ///
-/// Empty only when the changes that queued this run were already reported to
-/// the run before it (they raced it; the state it reads is still current).
+/// Empty only when the key was added to the controller's queue directly
+/// (through [`Controller::queue`](super::Controller::queue)).
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Triggers(u8);
 
@@ -86,8 +86,13 @@ impl Triggers {
         Trigger::ALL.into_iter().filter(move |t| self.contains(*t))
     }
 
-    pub(crate) fn with(self, trigger: Trigger) -> Self {
-        Self(self.0 | trigger.bit())
+    /// As the work queue carries them.
+    pub(crate) const fn bits(self) -> crate::queue::Marks {
+        self.0
+    }
+
+    pub(crate) const fn from_bits(bits: crate::queue::Marks) -> Self {
+        Self(bits)
     }
 }
 

@@ -5,9 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use futures::future::BoxFuture;
-use tokio::time::Instant;
 
 use super::context::Caches;
 use super::{Predicate, Trigger, Triggers};
@@ -63,27 +61,17 @@ impl<P: Object> fmt::Debug for Watch<P> {
     }
 }
 
-/// Puts keys into the controller's queue, remembering why.
+/// Puts keys into the controller's queue, with why: the queue carries each
+/// key's triggers (as marks) to the reconcile that handles them.
 pub(crate) struct Enqueue<K: crate::QueueKey> {
     pub(crate) queue: WorkQueue<K>,
-    pub(crate) triggers: Arc<DashMap<K, Pending, foldhash::fast::RandomState>>,
     pub(crate) background: Priority,
-}
-
-/// The reasons recorded for a key's next reconcile.
-#[derive(Default)]
-pub(crate) struct Pending {
-    now: Triggers,
-    /// A retry or requeue timer: it is the reason only if the run starts at
-    /// or after its deadline (an earlier run cancelled it).
-    timer: Option<(Trigger, Instant)>,
 }
 
 impl<K: crate::QueueKey> Clone for Enqueue<K> {
     fn clone(&self) -> Self {
         Self {
             queue: self.queue.clone(),
-            triggers: Arc::clone(&self.triggers),
             background: self.background,
         }
     }
@@ -98,31 +86,21 @@ impl<K: crate::QueueKey> Enqueue<K> {
         } else {
             Priority::NORMAL
         };
-        self.note(&key, trigger);
-        self.queue.add_prioritized(key, priority);
+        self.queue
+            .add_marked(key, priority, Triggers::from(trigger).bits());
     }
 
-    /// Records `trigger` for the key's next reconcile.
-    pub(crate) fn note(&self, key: &K, trigger: Trigger) {
-        let mut pending = self.triggers.entry(key.clone()).or_default();
-        pending.now = pending.now.with(trigger);
+    /// Queues `key` after `delay` (a requeue); `trigger` is reported only if
+    /// this timer is what runs the key (an earlier run cancels it).
+    pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration) {
+        self.queue
+            .add_after_marked(key, delay, Triggers::from(trigger).bits());
     }
 
-    /// Records a timer set for `key` (retry or requeue) due after `delay`.
-    pub(crate) fn note_timer(&self, key: &K, trigger: Trigger, delay: Duration) {
-        let mut pending = self.triggers.entry(key.clone()).or_default();
-        pending.timer = Instant::now().checked_add(delay).map(|due| (trigger, due));
-    }
-
-    /// Takes the reasons recorded for `key`'s reconcile starting now.
-    pub(crate) fn take(&self, key: &K) -> Triggers {
-        let Some((_, pending)) = self.triggers.remove(key) else {
-            return Triggers::default();
-        };
-        match pending.timer {
-            Some((trigger, due)) if due <= Instant::now() => pending.now.with(trigger),
-            _ => pending.now,
-        }
+    /// Queues `key` after its rate limiter's delay (a retry).
+    pub(crate) fn push_retry(&self, key: K) {
+        self.queue
+            .add_rate_limited_marked(key, Triggers::from(Trigger::Retry).bits());
     }
 }
 

@@ -12,7 +12,9 @@ use tracing::Instrument;
 
 use super::context::Caches;
 use super::watch::Enqueue;
-use super::{Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger};
+use super::{
+    Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
+};
 use crate::informer::Store;
 use crate::source::Object;
 
@@ -47,10 +49,9 @@ impl<'a> Report<'a> {
         }
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    fn finish(&mut self, outcome: Outcome, took: Duration) {
         self.finished = true;
-        self.observer
-            .reconcile_finished(outcome, self.started.elapsed());
+        self.observer.reconcile_finished(outcome, took);
     }
 }
 
@@ -63,7 +64,7 @@ impl Drop for Report<'_> {
             } else {
                 Outcome::Cancelled
             };
-            self.finish(outcome);
+            self.finish(outcome, self.started.elapsed());
         }
     }
 }
@@ -82,35 +83,43 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // One token per worker, replaced only once cancelled (a timeout): a
         // child token per reconcile costs a lock on the shared parent.
         let mut cancel = hard_stop.child_token();
+        let queue = &self.sink.queue;
+        // The key taken with the previous `done`, if one was ready.
+        let mut next = None;
         loop {
-            // User callbacks run inside `get` (the queue observer) and around
-            // the reconcile (error policy, observers, the error's Display): a
-            // panic in any of them must not end the worker nor strand its key.
-            let key = match AssertUnwindSafe(self.sink.queue.get()).catch_unwind().await {
-                Ok(Some(key)) => key,
-                Ok(None) => return,
-                Err(panic) => {
-                    tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
-                    continue;
-                }
+            // User callbacks run around the reconcile (error policy,
+            // observers, the error's Display): a panic in any of them must
+            // not end the worker nor strand its key. (The queue catches its
+            // observer's panics itself.)
+            let (key, marks) = match next.take() {
+                Some(taken) => taken,
+                None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
+                    Ok(Some(taken)) => taken,
+                    Ok(None) => return,
+                    Err(panic) => {
+                        tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
+                        continue;
+                    }
+                },
             };
             if cancel.is_cancelled() {
                 cancel = hard_stop.child_token();
             }
-            let processed = AssertUnwindSafe(self.process(&key, &cancel)).catch_unwind();
+            let triggers = Triggers::from_bits(marks);
+            let processed = AssertUnwindSafe(self.process(&key, triggers, &cancel)).catch_unwind();
             if let Err(panic) = processed.await {
                 tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
                 let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    self.sink.queue.add_rate_limited(key.clone());
+                    self.sink.push_retry(key.clone());
                 }));
-                let _ = self.sink.queue.done(&key);
             }
+            // Cannot fail: this worker took `key` from the queue.
+            next = queue.done_and_take(&key).ok().flatten();
         }
     }
 
-    async fn process(&self, key: &O::Key, cancel: &CancellationToken) {
+    async fn process(&self, key: &O::Key, triggers: Triggers, cancel: &CancellationToken) {
         let queue = &self.sink.queue;
-        let triggers = self.sink.take(key);
         let attempt = queue.retries(key).saturating_add(1);
         let ctx = Context {
             key: key.clone(),
@@ -132,9 +141,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let ran = self.call(ctx, cancel).instrument(span.clone()).await;
         let took = report.started.elapsed();
         let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
-        report.finish(outcome);
-        // Cannot fail: this worker took `key` from the queue.
-        let _ = queue.done(key);
+        report.finish(outcome, took);
     }
 
     /// Runs the reconcile with panic catching, its timeout and the hard stop.
@@ -195,8 +202,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
                 forget(key);
-                self.sink.note_timer(key, Trigger::Requeue, delay);
-                queue.add_after(key.clone(), delay);
+                self.sink.push_after(key.clone(), Trigger::Requeue, delay);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
                 if delay.is_zero() {
                     Outcome::Requeue
@@ -234,10 +240,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     fn retry(&self, key: &O::Key) {
-        // The delay is the rate limiter's: record the retry as due now, so
-        // any run that follows reports it.
-        self.sink.note_timer(key, Trigger::Retry, Duration::ZERO);
-        self.sink.queue.add_rate_limited(key.clone());
+        self.sink.push_retry(key.clone());
     }
 
     /// Re-enqueues every cached primary key each (jittered) period.

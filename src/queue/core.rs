@@ -13,6 +13,10 @@
 //! - A key in flight is never ready; an add marks it dirty instead, and
 //!   `done` queues it again. One map for all three keeps every operation to
 //!   one hash lookup (two when a slot empties).
+//! - Each pending state carries `Marks`: opaque bits merged by every add
+//!   that lands on it and handed out with the key (the controller's "why did
+//!   this run"). A timer's marks count only if it fires: an add that makes
+//!   the key ready sooner cancels the timer and its marks with it.
 //! - `levels` and `timers` may hold stale entries (a key re-prioritised, a
 //!   timer superseded); an entry is live iff its `seq` equals the one in the
 //!   key's slot. Stale entries are counted and compacted when they outnumber
@@ -29,6 +33,10 @@ use foldhash::fast::RandomState;
 use super::levels::{Levels, ReadyEntry};
 use super::stamp::Stamp;
 use super::{Priority, QueueKey};
+
+/// Bits an add attaches to its key, OR-ed together until the key is handed
+/// out (see the module docs).
+pub(crate) type Marks = u8;
 
 /// Stale entries tolerated before a compaction is considered.
 const COMPACT_FLOOR: usize = 64;
@@ -73,19 +81,29 @@ struct Queued {
     seq: u64,
     priority: Priority,
     since: Stamp,
+    marks: Marks,
 }
 
 #[derive(Clone, Copy)]
 struct Timer {
     seq: u64,
     deadline: Stamp,
+    marks: Marks,
 }
 
 struct InFlight {
     started: Stamp,
-    /// Set by an add during processing: the priority to queue again with and
-    /// when the first such add happened.
-    dirty: Option<(Priority, Stamp)>,
+    /// Set by an add during processing.
+    dirty: Option<Dirty>,
+}
+
+/// What an in-flight key is queued again with when its worker is done.
+#[derive(Clone, Copy)]
+struct Dirty {
+    priority: Priority,
+    /// The first add during processing.
+    since: Stamp,
+    marks: Marks,
 }
 
 struct TimerEntry<K> {
@@ -142,11 +160,12 @@ pub(crate) enum Scheduled {
 /// What `next` found for a worker.
 #[derive(Debug)]
 pub(crate) enum Next<K> {
-    /// A key to process, how long it waited, and how many timers fired while
-    /// looking (if more keys than this one became ready, another worker
-    /// should be woken).
+    /// A key to process with its marks, how long it waited, and how many
+    /// timers fired while looking (if more keys than this one became ready,
+    /// another worker should be woken).
     Key {
         key: K,
+        marks: Marks,
         waited: Duration,
         fired: usize,
     },
@@ -194,6 +213,7 @@ impl<K: QueueKey> Core<K> {
         &mut self,
         key: K,
         mut priority: Priority,
+        marks: Marks,
         now: impl FnOnce() -> Stamp,
     ) -> Added {
         if self.shut_down {
@@ -210,6 +230,7 @@ impl<K: QueueKey> Core<K> {
                         seq,
                         priority,
                         since: now,
+                        marks,
                     }),
                     ..Slot::default()
                 });
@@ -221,10 +242,11 @@ impl<K: QueueKey> Core<K> {
                 let slot = entry.get_mut();
                 if let Some(flight) = &mut slot.flight {
                     if let Some(dirty) = &mut flight.dirty {
-                        dirty.0 = dirty.0.max(priority);
+                        dirty.priority = dirty.priority.max(priority);
+                        dirty.marks |= marks;
                         return Added::Deduplicated;
                     }
-                    flight.mark_dirty(priority, now());
+                    flight.mark_dirty(priority, now(), marks);
                     // Running again right after `done` is sooner than any timer.
                     if slot.timer.take().is_some() {
                         self.scheduled -= 1;
@@ -232,12 +254,15 @@ impl<K: QueueKey> Core<K> {
                     }
                     return Added::Dirty;
                 }
-                let (since, added) = match slot.queued {
-                    Some(queued) if queued.priority >= priority => return Added::Deduplicated,
+                let (since, marks, added) = match &mut slot.queued {
+                    Some(queued) if queued.priority >= priority => {
+                        queued.marks |= marks;
+                        return Added::Deduplicated;
+                    }
                     // Raised priority: move to the new level, keeping its age.
                     Some(queued) => {
                         self.stale_ready += 1;
-                        (queued.since, Added::Deduplicated)
+                        (queued.since, queued.marks | marks, Added::Deduplicated)
                     }
                     None => {
                         // Only a timer: ready now is sooner. A timer fires at
@@ -248,13 +273,14 @@ impl<K: QueueKey> Core<K> {
                         self.stale_timers += 1;
                         self.ready += 1;
                         priority = priority.max(Priority::NORMAL);
-                        (now(), Added::Queued)
+                        (now(), marks, Added::Queued)
                     }
                 };
                 slot.queued = Some(Queued {
                     seq,
                     priority,
                     since,
+                    marks,
                 });
                 let key = entry.key().clone();
                 push_ready(&mut self.levels, priority, seq, since, key);
@@ -264,12 +290,20 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    pub(crate) fn add_after(&mut self, key: K, deadline: Stamp, now: Stamp) -> Scheduled {
+    /// Schedules `key` at `deadline` with `marks`, which count only if this
+    /// timer is the one that makes the key ready.
+    pub(crate) fn add_after(
+        &mut self,
+        key: K,
+        deadline: Stamp,
+        marks: Marks,
+        now: Stamp,
+    ) -> Scheduled {
         if self.shut_down {
             return Scheduled::Rejected;
         }
         if deadline <= now {
-            return Scheduled::Now(self.add(key, Priority::NORMAL, || now));
+            return Scheduled::Now(self.add(key, Priority::NORMAL, marks, || now));
         }
         self.next_seq += 1;
         let seq = self.next_seq;
@@ -286,21 +320,38 @@ impl<K: QueueKey> Core<K> {
             Some(_) => self.stale_timers += 1,
             None => self.scheduled += 1,
         }
-        slot.timer = Some(Timer { seq, deadline });
+        slot.timer = Some(Timer {
+            seq,
+            deadline,
+            marks,
+        });
         let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
         self.timers.push(TimerEntry { deadline, seq, key });
         self.compact_if_needed();
         Scheduled::Timer { earliest }
     }
 
-    /// Whether `key` will be handed out without another add: ready, scheduled,
-    /// or dirty while processing.
-    pub(crate) fn is_pending(&self, key: &K) -> bool {
-        self.slots.get(key).is_some_and(|s| {
-            s.queued.is_some()
-                || s.timer.is_some()
-                || s.flight.as_ref().is_some_and(|f| f.dirty.is_some())
-        })
+    /// If `key` will be handed out without another add (ready, scheduled, or
+    /// dirty while processing), adds `marks` to that pending state and
+    /// returns true.
+    pub(crate) fn mark_pending(&mut self, key: &K, marks: Marks) -> bool {
+        let Some(slot) = self.slots.get_mut(key) else {
+            return false;
+        };
+        let pending = match (&mut slot.queued, &mut slot.timer, &mut slot.flight) {
+            (Some(queued), _, _) => &mut queued.marks,
+            (_, Some(timer), _) => &mut timer.marks,
+            (
+                _,
+                _,
+                Some(InFlight {
+                    dirty: Some(dirty), ..
+                }),
+            ) => &mut dirty.marks,
+            _ => return false,
+        };
+        *pending |= marks;
+        true
     }
 
     pub(crate) fn next(&mut self, now: Stamp) -> Next<K> {
@@ -315,6 +366,7 @@ impl<K: QueueKey> Core<K> {
         };
         Next::Key {
             key,
+            marks: queued.marks,
             waited: now.saturating_duration_since(queued.since),
             fired,
         }
@@ -325,7 +377,7 @@ impl<K: QueueKey> Core<K> {
         let flight = slot.flight.take().ok_or(NotInFlight)?;
         self.in_flight -= 1;
         let worked = now.saturating_duration_since(flight.started);
-        let Some((priority, since)) = flight.dirty else {
+        let Some(dirty) = flight.dirty else {
             if slot.is_empty() {
                 self.slots.remove(key);
             }
@@ -340,10 +392,17 @@ impl<K: QueueKey> Core<K> {
         let seq = self.next_seq;
         slot.queued = Some(Queued {
             seq,
-            priority,
-            since,
+            priority: dirty.priority,
+            since: dirty.since,
+            marks: dirty.marks,
         });
-        push_ready(&mut self.levels, priority, seq, since, key.clone());
+        push_ready(
+            &mut self.levels,
+            dirty.priority,
+            seq,
+            dirty.since,
+            key.clone(),
+        );
         self.ready += 1;
         Ok(Finished {
             worked,
@@ -467,15 +526,15 @@ impl<K: QueueKey> Core<K> {
                 self.stale_timers -= 1;
                 continue;
             };
-            if slot.timer.is_none_or(|t| t.seq != seq) {
+            let Some(timer) = slot.timer.filter(|t| t.seq == seq) else {
                 self.stale_timers -= 1;
                 continue;
-            }
+            };
             slot.timer = None;
             self.scheduled -= 1;
             fired += 1;
             if let Some(flight) = &mut slot.flight {
-                flight.mark_dirty(Priority::NORMAL, deadline);
+                flight.mark_dirty(Priority::NORMAL, deadline, timer.marks);
                 continue;
             }
             self.next_seq += 1;
@@ -484,6 +543,7 @@ impl<K: QueueKey> Core<K> {
                 seq,
                 priority: Priority::NORMAL,
                 since: deadline,
+                marks: timer.marks,
             });
             push_ready(&mut self.levels, Priority::NORMAL, seq, deadline, key);
             self.ready += 1;
@@ -569,8 +629,13 @@ fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: St
 }
 
 impl InFlight {
-    fn mark_dirty(&mut self, priority: Priority, now: Stamp) {
-        let dirty = self.dirty.get_or_insert((priority, now));
-        dirty.0 = dirty.0.max(priority);
+    fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
+        let dirty = self.dirty.get_or_insert(Dirty {
+            priority,
+            since: now,
+            marks: 0,
+        });
+        dirty.priority = dirty.priority.max(priority);
+        dirty.marks |= marks;
     }
 }

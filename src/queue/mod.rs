@@ -41,12 +41,14 @@ mod tests;
 
 use std::fmt;
 use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
 use self::stamp::{Epoch, Stamp};
 use crate::rate_limit::RateLimiter;
@@ -144,7 +146,13 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        let (added, _) = self.with_core(|core| core.add(key, priority, || self.now()));
+        self.add_marked(key, priority, 0);
+    }
+
+    /// [`add_prioritized`](Self::add_prioritized), attaching `marks` to the
+    /// key's next hand-out.
+    pub(crate) fn add_marked(&self, key: K, priority: Priority, marks: Marks) {
+        let (added, _) = self.with_core(|core| core.add(key, priority, marks, || self.now()));
         self.after_add(added);
     }
 
@@ -153,8 +161,15 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the earlier deadline wins. A zero delay is an immediate
     /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
     pub fn add_after(&self, key: K, delay: Duration) {
+        self.add_after_marked(key, delay, 0);
+    }
+
+    /// [`add_after`](Self::add_after), with `marks` that count only if this
+    /// timer is what makes the key ready.
+    pub(crate) fn add_after_marked(&self, key: K, delay: Duration, marks: Marks) {
         let now = self.now();
-        let (scheduled, _) = self.with_core(|core| core.add_after(key, now.after(delay), now));
+        let (scheduled, _) =
+            self.with_core(|core| core.add_after(key, now.after(delay), marks, now));
         self.after_schedule(scheduled);
     }
 
@@ -165,16 +180,22 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the rate limiter is not asked, so a deduplicated add never spends a
     /// token of a shared bucket nor counts as a failure.
     pub fn add_rate_limited(&self, key: K) {
+        self.add_rate_limited_marked(key, 0);
+    }
+
+    /// [`add_rate_limited`](Self::add_rate_limited); `marks` go to the key's
+    /// pending state when it has one.
+    pub(crate) fn add_rate_limited_marked(&self, key: K, marks: Marks) {
         let now = self.now();
         let (scheduled, _) = self.with_core(|core| {
-            if core.is_shut_down() || core.is_pending(&key) {
+            if core.is_shut_down() || core.mark_pending(&key, marks) {
                 return None;
             }
             let delay = self.shared.limiter.when(&key);
-            Some(core.add_after(key, now.after(delay), now))
+            Some(core.add_after(key, now.after(delay), marks, now))
         });
         if let Some(scheduled) = scheduled {
-            self.shared.observer.retried();
+            self.report(|o| o.retried());
             self.after_schedule(scheduled);
         }
     }
@@ -200,12 +221,58 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Cancel safe: a key is taken from the queue only in the poll that
     /// returns it, so dropping the future loses no key.
     pub async fn get(&self) -> Option<K> {
+        self.get_marked().await.map(|(key, _)| key)
+    }
+
+    /// [`get`](Self::get), with the marks the key's adds attached.
+    pub(crate) async fn get_marked(&self) -> Option<(K, Marks)> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
-            Taken::Key(key) => return Some(key),
+            Taken::Key(key, marks) => return Some((key, marks)),
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
         }
+        self.wait_next().await
+    }
+
+    /// Ends the processing of `key` like [`done`](Self::done), then takes the
+    /// next ready key if there is one, under one lock: what a worker does
+    /// between two reconciles. `Ok(None)` when no key is ready (wait with
+    /// [`get_marked`](Self::get_marked)).
+    pub(crate) fn done_and_take(&self, key: &K) -> Result<Option<(K, Marks)>, DoneError> {
+        self.finish(key, true)
+    }
+
+    /// `done`, and with `take` a look for the next key under the same lock.
+    fn finish(&self, key: &K, take: bool) -> Result<Option<(K, Marks)>, DoneError> {
+        let now = self.now();
+        let ((finished, drained, taken), ready) = self.with_core(|core| {
+            let finished = core.done(key, now);
+            let drained = core.is_shut_down() && core.in_flight_len() == 0;
+            let taken = (take && finished.is_ok()).then(|| self.look(core, now, false));
+            (finished, drained, taken)
+        });
+        let finished = finished.map_err(|_| DoneError {
+            key: format!("{key:?}"),
+        })?;
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+        self.report(|o| o.worked_for(finished.worked));
+        let taken = taken.map(|look| self.took(look, ready));
+        // The key queued again is either the one taken or has a worker to
+        // wake; without a key taken, one must be woken for it.
+        let took_one = matches!(taken, Some(Taken::Key(..)));
+        if finished.requeued && !took_one {
+            self.shared.ready.notify_one();
+        }
+        Ok(match taken {
+            Some(Taken::Key(key, marks)) => Some((key, marks)),
+            _ => None,
+        })
+    }
+
+    async fn wait_next(&self) -> Option<(K, Marks)> {
         loop {
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
@@ -213,7 +280,7 @@ impl<K: QueueKey> WorkQueue<K> {
             // the wait still wakes us.
             notified.as_mut().enable();
             let wake_at = match self.take_next(true) {
-                Taken::Key(key) => return Some(key),
+                Taken::Key(key, marks) => return Some((key, marks)),
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,
             };
@@ -236,18 +303,32 @@ impl<K: QueueKey> WorkQueue<K> {
     /// counts the caller as sleeping until the earliest one (the caller must
     /// then hold a `TimerWatch`).
     fn take_next(&self, will_wait: bool) -> Taken<K> {
-        let ((next, unwatched), ready) = self.with_core(|core| {
-            let next = core.next(self.now());
-            if will_wait && matches!(next, Next::Empty { wake_at: Some(_) }) {
-                core.watch_timers();
-            }
-            let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
-            (next, unwatched)
-        });
+        let (look, ready) = self.with_core(|core| self.look(core, self.now(), will_wait));
+        self.took(look, ready)
+    }
+
+    /// The core's part of [`take_next`](Self::take_next).
+    fn look(&self, core: &mut Core<K>, now: Stamp, will_wait: bool) -> (Next<K>, bool) {
+        let next = core.next(now);
+        if will_wait && matches!(next, Next::Empty { wake_at: Some(_) }) {
+            core.watch_timers();
+        }
+        let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
+        (next, unwatched)
+    }
+
+    /// The part of [`take_next`](Self::take_next) after the lock: wake-ups
+    /// and reports. `ready` is the ready count the lock was released with.
+    fn took(&self, (next, unwatched): (Next<K>, bool), ready: usize) -> Taken<K> {
         match next {
-            Next::Key { key, waited, fired } => {
+            Next::Key {
+                key,
+                marks,
+                waited,
+                fired,
+            } => {
                 for _ in 0..fired {
-                    self.shared.observer.added();
+                    self.report(|o| o.added());
                 }
                 // Timers made more keys ready than this one: a worker each.
                 // And if this worker was the one sleeping until the next
@@ -255,11 +336,11 @@ impl<K: QueueKey> WorkQueue<K> {
                 for _ in 0..fired.min(ready) + usize::from(unwatched) {
                     self.shared.ready.notify_one();
                 }
-                self.shared.observer.queued_for(waited);
-                Taken::Key(key)
+                self.report(|o| o.queued_for(waited));
+                Taken::Key(key, marks)
             }
             Next::ShutDown => Taken::ShutDown,
-            Next::Empty { wake_at } => Taken::Empty(wake_at.filter(|_| will_wait)),
+            Next::Empty { wake_at } => Taken::Empty(wake_at),
         }
     }
 
@@ -271,22 +352,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`DoneError`] if no worker holds `key` (never handed out, or `done`
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
-        let now = self.now();
-        let ((finished, drained), _) = self.with_core(|core| {
-            let finished = core.done(key, now);
-            (finished, core.is_shut_down() && core.in_flight_len() == 0)
-        });
-        let finished = finished.map_err(|_| DoneError {
-            key: format!("{key:?}"),
-        })?;
-        if finished.requeued {
-            self.shared.ready.notify_one();
-        }
-        if drained {
-            self.shared.drained.notify_waiters();
-        }
-        self.shared.observer.worked_for(finished.worked);
-        Ok(())
+        self.finish(key, false).map(|_| ())
     }
 
     /// Shuts the queue down now: every waiting and future [`get`](Self::get)
@@ -304,7 +370,7 @@ impl<K: QueueKey> WorkQueue<K> {
         self.shared.ready.notify_waiters();
         self.shared.drained.notify_waiters();
         if dropped > 0 {
-            self.shared.observer.dropped(dropped);
+            self.report(|o| o.dropped(dropped));
         }
     }
 
@@ -323,7 +389,7 @@ impl<K: QueueKey> WorkQueue<K> {
         let ((dropped, epoch), _) = self.with_core(|core| (core.shut_down(), core.drain_epoch()));
         self.shared.ready.notify_waiters();
         if dropped > 0 {
-            self.shared.observer.dropped(dropped);
+            self.report(|o| o.dropped(dropped));
         }
         loop {
             let notified = self.shared.drained.notified();
@@ -392,6 +458,16 @@ impl<K: QueueKey> WorkQueue<K> {
         keys
     }
 
+    /// Calls the observer. A panicking observer is logged and otherwise
+    /// ignored: the queue's state never depends on it (it runs between taking
+    /// a key and handing it out, where a panic would strand the key).
+    fn report(&self, call: impl FnOnce(&dyn QueueObserver)) {
+        let observer = &*self.shared.observer;
+        if std::panic::catch_unwind(AssertUnwindSafe(|| call(observer))).is_err() {
+            tracing::error!(queue = %self.shared.name, "the queue observer panicked");
+        }
+    }
+
     /// Tokio's clock (so paused-time tests drive the queue) as a core stamp.
     fn now(&self) -> Stamp {
         self.shared.epoch.stamp(Instant::now().into_std())
@@ -407,7 +483,7 @@ impl<K: QueueKey> WorkQueue<K> {
         let out = f(&mut core);
         let ready = core.ready_len();
         if ready != before {
-            self.shared.observer.depth(ready);
+            self.report(|o| o.depth(ready));
         }
         (out, ready)
     }
@@ -416,9 +492,9 @@ impl<K: QueueKey> WorkQueue<K> {
         match added {
             Added::Queued => {
                 self.shared.ready.notify_one();
-                self.shared.observer.added();
+                self.report(|o| o.added());
             }
-            Added::Dirty => self.shared.observer.added(),
+            Added::Dirty => self.report(|o| o.added()),
             Added::Deduplicated | Added::Rejected => {}
         }
     }
@@ -446,7 +522,7 @@ impl<K: QueueKey> Drop for TimerWatch<'_, K> {
 
 /// What one look at the core found for a worker.
 enum Taken<K> {
-    Key(K),
+    Key(K, Marks),
     ShutDown,
     Empty(Option<Stamp>),
 }

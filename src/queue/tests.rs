@@ -6,7 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::Priority;
-use super::core::{Added, Core, Next, Scheduled};
+use super::core::{Added, Core, Marks, Next, Scheduled};
 use super::stamp::Stamp;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -24,8 +24,8 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     let t0 = Stamp::default();
     for round in 0..10_000u32 {
         // A long timer superseded by an immediate add leaves a stale heap entry.
-        core.add_after(1u8, t0.after(HOUR), t0);
-        core.add(1, Priority::NORMAL, || t0);
+        core.add_after(1u8, t0.after(HOUR), 0, t0);
+        core.add(1, Priority::NORMAL, 0, || t0);
         assert_eq!(take(&mut core, t0), Some(1), "round {round}");
         core.done(&1, t0).expect("in flight");
     }
@@ -41,8 +41,8 @@ fn re_prioritised_keys_are_compacted() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
     for key in 0..200u8 {
-        core.add(key, Priority::LOW, || t0);
-        core.add(key, Priority::HIGH, || t0);
+        core.add(key, Priority::LOW, 0, || t0);
+        core.add(key, Priority::HIGH, 0, || t0);
     }
     // Stale entries never outnumber live ones by more than the floor.
     assert!(
@@ -57,11 +57,11 @@ fn re_prioritised_keys_are_compacted() {
 fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(7u8, Priority::NORMAL, || t0);
+    core.add(7u8, Priority::NORMAL, 0, || t0);
     assert_eq!(take(&mut core, t0), Some(7));
     let due = t0.after(Duration::from_secs(1));
     assert_eq!(
-        core.add_after(7, due, t0),
+        core.add_after(7, due, 0, t0),
         Scheduled::Timer { earliest: true }
     );
     assert!(matches!(core.next(due), Next::Empty { wake_at: None }));
@@ -69,13 +69,89 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     assert_eq!(take(&mut core, due), Some(7));
 }
 
+fn take_marked(core: &mut Core<u8>, now: Stamp) -> Option<(u8, Marks)> {
+    match core.next(now) {
+        Next::Key { key, marks, .. } => Some((key, marks)),
+        Next::Empty { .. } | Next::ShutDown => None,
+    }
+}
+
+#[test]
+fn marks_of_deduplicated_adds_are_merged() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    core.add(1u8, Priority::LOW, 0b001, || t0);
+    core.add(1, Priority::LOW, 0b010, || t0);
+    // A raised priority moves the key and keeps what it had.
+    core.add(1, Priority::HIGH, 0b100, || t0);
+    assert_eq!(take_marked(&mut core, t0), Some((1, 0b111)));
+    assert_eq!(take_marked(&mut core, t0), None);
+}
+
+#[test]
+fn marks_added_while_in_flight_go_to_the_next_run() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    core.add(1u8, Priority::NORMAL, 0b001, || t0);
+    assert_eq!(take_marked(&mut core, t0), Some((1, 0b001)));
+    core.add(1, Priority::NORMAL, 0b010, || t0);
+    core.add(1, Priority::NORMAL, 0b100, || t0);
+    assert!(core.done(&1, t0).expect("in flight").requeued);
+    assert_eq!(take_marked(&mut core, t0), Some((1, 0b110)));
+}
+
+#[test]
+fn a_timers_marks_count_only_when_it_fires() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    let due = t0.after(Duration::from_secs(1));
+    // Fired: its marks come with the key.
+    core.add_after(1u8, due, 0b001, t0);
+    assert_eq!(take_marked(&mut core, due), Some((1, 0b001)));
+    core.done(&1, due).expect("in flight");
+    // Cancelled by an add that makes the key ready sooner: its marks go too.
+    let later = due.after(Duration::from_secs(1));
+    core.add_after(1, later, 0b001, due);
+    core.add(1, Priority::NORMAL, 0b010, || due);
+    assert_eq!(take_marked(&mut core, due), Some((1, 0b010)));
+    core.done(&1, due).expect("in flight");
+    // A timer due while the key is in flight marks it dirty with its marks.
+    core.add(1, Priority::NORMAL, 0, || later);
+    assert_eq!(take_marked(&mut core, later), Some((1, 0)));
+    let soon = later.after(Duration::from_secs(1));
+    core.add_after(1, soon, 0b100, later);
+    assert_eq!(take_marked(&mut core, soon), None);
+    assert!(core.done(&1, soon).expect("in flight").requeued);
+    assert_eq!(take_marked(&mut core, soon), Some((1, 0b100)));
+}
+
+#[test]
+fn marking_a_pending_key_reaches_its_next_run() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    assert!(!core.mark_pending(&1u8, 0b001), "no slot: not pending");
+    core.add(1, Priority::NORMAL, 0b001, || t0);
+    assert!(core.mark_pending(&1, 0b010), "ready");
+    assert_eq!(take_marked(&mut core, t0), Some((1, 0b011)));
+    assert!(!core.mark_pending(&1, 0b100), "in flight, not dirty");
+    core.add(1, Priority::NORMAL, 0, || t0);
+    assert!(core.mark_pending(&1, 0b100), "dirty");
+    core.done(&1, t0).expect("in flight");
+    assert_eq!(take_marked(&mut core, t0), Some((1, 0b100)));
+    core.done(&1, t0).expect("in flight");
+    let due = t0.after(Duration::from_secs(1));
+    core.add_after(1, due, 0, t0);
+    assert!(core.mark_pending(&1, 0b1000), "scheduled");
+    assert_eq!(take_marked(&mut core, due), Some((1, 0b1000)));
+}
+
 #[test]
 fn adding_to_a_shut_down_core_is_rejected() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::NORMAL, || t0);
+    core.add(1u8, Priority::NORMAL, 0, || t0);
     assert_eq!(core.shut_down(), 1);
-    assert_eq!(core.add(1, Priority::NORMAL, || t0), Added::Rejected);
+    assert_eq!(core.add(1, Priority::NORMAL, 0, || t0), Added::Rejected);
     assert!(matches!(core.next(t0), Next::ShutDown));
 }
 
@@ -216,11 +292,11 @@ proptest! {
         for op in ops {
             match op {
                 Op::Add(key, p) => {
-                    core.add(key, Priority::new(p), || ms(now));
+                    core.add(key, Priority::new(p), 0, || ms(now));
                     model.add(key, Priority::new(p));
                 }
                 Op::AddAfter(key, delay) => {
-                    core.add_after(key, ms(now + delay), ms(now));
+                    core.add_after(key, ms(now + delay), 0, ms(now));
                     model.add_after(key, now + delay, now);
                 }
                 Op::Get => {

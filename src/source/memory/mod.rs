@@ -45,6 +45,7 @@
 //! held across an `.await`. Watch streams read the history under it, one
 //! change at a time.
 
+mod bell;
 mod error;
 mod faults;
 mod table;
@@ -61,6 +62,7 @@ use parking_lot::Mutex;
 pub use error::{FaultError, InjectedFault, WriteError};
 pub use faults::Faults;
 
+use self::bell::Bell;
 use self::faults::FaultRoller;
 use self::table::Table;
 use super::{Object, Revision, Snapshot, Source, SourceError, WatchStream};
@@ -79,8 +81,8 @@ pub struct MemoryStore<O: Object> {
 struct Shared<O: Object> {
     name: Arc<str>,
     table: Mutex<Table<O>>,
-    /// Woken on every write, bookmark and compaction.
-    wake: tokio::sync::watch::Sender<()>,
+    /// Rung on every write, bookmark and compaction.
+    bell: Bell,
     faults: Mutex<Faults>,
     lists: AtomicU64,
     watches: AtomicU64,
@@ -127,12 +129,11 @@ impl<O: Object> MemoryStore<O> {
     /// watches; older ones are compacted.
     #[must_use]
     pub fn with_history(name: impl Into<Arc<str>>, history: NonZeroUsize) -> Self {
-        let (wake, _) = tokio::sync::watch::channel(());
         Self {
             shared: Arc::new(Shared {
                 name: name.into(),
                 table: Mutex::new(Table::new(history)),
-                wake,
+                bell: Bell::default(),
                 faults: Mutex::new(Faults::default()),
                 lists: AtomicU64::new(0),
                 watches: AtomicU64::new(0),
@@ -166,7 +167,7 @@ impl<O: Object> MemoryStore<O> {
     /// write, for simulations); returns it with its new version set.
     pub fn put(&self, object: O) -> O {
         let stored = self.shared.table.lock().put(object);
-        self.shared.wake.send_replace(());
+        self.shared.bell.ring();
         stored
     }
 
@@ -237,20 +238,20 @@ impl<O: Object> MemoryStore<O> {
         let revision = table.revision();
         table.compact_to(revision);
         drop(table);
-        self.shared.wake.send_replace(());
+        self.shared.bell.ring();
     }
 
     /// Forgets the history up to `revision` (at most the current one).
     pub fn compact_to(&self, revision: Revision) {
         self.shared.table.lock().compact_to(revision);
-        self.shared.wake.send_replace(());
+        self.shared.bell.ring();
     }
 
     /// Sends a [`Change::Bookmark`](super::Change::Bookmark) with the
     /// current revision to every open watch, once it has caught up.
     pub fn bookmark(&self) {
         self.shared.table.lock().bookmarks += 1;
-        self.shared.wake.send_replace(());
+        self.shared.bell.ring();
     }
 
     /// Makes the next `count` calls to [`Source::list`] fail with an
@@ -286,7 +287,7 @@ impl<O: Object> MemoryStore<O> {
         op: impl FnOnce(&mut Table<O>) -> Result<O, WriteError>,
     ) -> Result<O, WriteError> {
         let stored = op(&mut self.shared.table.lock())?;
-        self.shared.wake.send_replace(());
+        self.shared.bell.ring();
         Ok(stored)
     }
 }

@@ -6,8 +6,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
 use super::Shared;
 use super::error::InjectedFault;
 use super::faults::{Fate, FaultRoller};
@@ -20,7 +18,6 @@ struct Cursor<O: Object> {
     /// The revision of the last change read from the history.
     position: Revision,
     bookmarks_seen: u64,
-    wake: watch::Receiver<()>,
     faults: Option<FaultRoller>,
     /// Changes ready to deliver (duplicates and released held changes).
     ready: VecDeque<Change<O>>,
@@ -36,12 +33,10 @@ pub(super) fn open<O: Object>(
     bookmarks_seen: u64,
     faults: Option<FaultRoller>,
 ) -> WatchStream<O> {
-    let wake = shared.wake.subscribe();
     let cursor = Cursor {
         shared,
         position: from,
         bookmarks_seen,
-        wake,
         faults,
         ready: VecDeque::new(),
         held: None,
@@ -73,9 +68,6 @@ impl<O: Object> Cursor<O> {
                 self.delivered += 1;
                 return Some(Ok(change));
             }
-            // Mark the wake-up as seen *before* reading, so that a write made
-            // after the read wakes the wait below.
-            self.wake.borrow_and_update();
             match self.read() {
                 Read::Change(change) => self.inject(change),
                 Read::Deliver(item) => return Some(item),
@@ -84,8 +76,8 @@ impl<O: Object> Cursor<O> {
                         self.ready.push_back(held);
                         continue;
                     }
-                    // The sender lives in `shared`, which this cursor holds.
-                    let _ = self.wake.changed().await;
+                    let shared = Arc::clone(&self.shared);
+                    shared.bell.sleep_unless(|| !self.has_news()).await;
                 }
             }
         }
@@ -113,6 +105,13 @@ impl<O: Object> Cursor<O> {
             }
             Next::UpToDate => Read::Wait,
         }
+    }
+
+    /// Whether `read` would find something (the bookmark condition ignores
+    /// a held change: there is none when the cursor sleeps).
+    fn has_news(&self) -> bool {
+        let table = self.shared.table.lock();
+        self.position < table.revision() || table.bookmarks > self.bookmarks_seen
     }
 
     fn inject(&mut self, change: Change<O>) {
