@@ -51,7 +51,9 @@ impl Reconciler<Item> for Arc<NoOp> {
     async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Infallible> {
         self.reconciles.fetch_add(1, Ordering::Relaxed);
         if let Some(item) = ctx.object() {
-            if self.target == u64::MAX {
+            // Value 0: the initial objects, written before the run; their
+            // reconciles are the initial sync's, not the paced writes'.
+            if self.target == u64::MAX && item.value > 0 {
                 self.latencies
                     .lock()
                     .expect("not poisoned")
@@ -201,11 +203,9 @@ fn update_storm() {
         &reconciler,
         move || {
             std::thread::spawn(move || {
-                let t = Instant::now();
                 for n in 0..UPDATES {
                     writer.put(item(n % KEYS, n / KEYS + 1));
                 }
-                eprintln!("writer {:?}", t.elapsed());
             });
         },
         |r| r.done.load(Ordering::Relaxed) == KEYS as usize,
@@ -220,6 +220,31 @@ fn update_storm() {
         reconciles as f64 / KEYS as f64,
         took.as_secs_f64() / base.as_secs_f64()
     );
+}
+
+/// Calls `write(n)` for n in 0..count, one every `every`, from the calling
+/// thread. It sleeps between writes rather than spinning, so the runtime's
+/// threads have the cores to themselves as on an idle machine; a late write
+/// (sleeps overshoot) is made at once.
+fn paced(count: u64, every: Duration, mut write: impl FnMut(u64)) {
+    let start = Instant::now();
+    for n in 0..count {
+        let due = start + every * u32::try_from(n).expect("fits");
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        write(n);
+    }
+}
+
+const LATENCY_WRITES: u64 = 100_000;
+const LATENCY_MEASURED: usize = 50_000;
+const LATENCY_EVERY: Duration = Duration::from_micros(50);
+
+fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() as f64) * q) as usize];
+    (at(0.50), at(0.99))
 }
 
 fn latency() {
@@ -240,24 +265,40 @@ fn latency() {
         &reconciler,
         move || {
             std::thread::spawn(move || {
-                let start = Instant::now();
-                for n in 0..100_000u64 {
-                    let due = start + Duration::from_micros(n * 50);
-                    while Instant::now() < due {
-                        std::hint::spin_loop();
-                    }
-                    writer.put(item(n % 1_000, n));
-                }
+                paced(LATENCY_WRITES, LATENCY_EVERY, |n| {
+                    writer.put(item(n % 1_000, n + 1));
+                });
             });
         },
-        |r| r.latencies.lock().expect("not poisoned").len() >= 50_000,
+        |r| r.latencies.lock().expect("not poisoned").len() >= LATENCY_MEASURED,
     );
-    let mut latencies = reconciler.latencies.lock().expect("not poisoned").clone();
-    latencies.sort_unstable();
-    let at = |q: f64| latencies[((latencies.len() as f64) * q) as usize];
+    let latencies = reconciler.latencies.lock().expect("not poisoned").clone();
+    let (p50, p99) = percentiles(latencies);
+    let (base50, base99) = latency_baseline(&runtime);
     println!(
-        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {:.2?}, p99 {:.2?}",
-        at(0.50),
-        at(0.99)
+        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}"
     );
+}
+
+/// The wake-up floor of this machine: the same paced writer sending the
+/// write time through an mpsc to a task on the same runtime.
+fn latency_baseline(runtime: &tokio::runtime::Runtime) -> (Duration, Duration) {
+    runtime.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Instant>();
+        let receiver = tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(LATENCY_MEASURED);
+            while let Some(sent) = rx.recv().await {
+                if latencies.len() < LATENCY_MEASURED {
+                    latencies.push(sent.elapsed());
+                }
+            }
+            latencies
+        });
+        std::thread::spawn(move || {
+            paced(LATENCY_WRITES / 2, LATENCY_EVERY, |_| {
+                tx.send(Instant::now()).expect("open");
+            });
+        });
+        percentiles(receiver.await.expect("receiver"))
+    })
 }

@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
@@ -53,7 +54,7 @@ struct StoreShared<O: Object> {
 
 /// The cached objects and their index entries.
 pub(crate) struct Cache<O: Object> {
-    objects: HashMap<O::Key, Arc<O>>,
+    objects: HashMap<O::Key, Arc<O>, RandomState>,
     /// One map per index, in registration order.
     indexes: Vec<HashMap<IndexValue, HashSet<O::Key>>>,
 }
@@ -351,7 +352,11 @@ impl<O: Object> Diff<O> {
     }
 
     /// Records a deletion for every cached object the list no longer has.
-    fn vanished(&mut self, old: &HashMap<O::Key, Arc<O>>, fresh: &HashMap<O::Key, Arc<O>>) {
+    fn vanished(
+        &mut self,
+        old: &HashMap<O::Key, Arc<O>, RandomState>,
+        fresh: &HashMap<O::Key, Arc<O>, RandomState>,
+    ) {
         if !self.with_events {
             return;
         }
@@ -376,7 +381,7 @@ impl<O: Object> Cache<O> {
 
     fn with_capacity(indexes: usize, objects: usize) -> Self {
         Self {
-            objects: HashMap::with_capacity(objects),
+            objects: HashMap::with_capacity_and_hasher(objects, RandomState::default()),
             indexes: (0..indexes).map(|_| HashMap::new()).collect(),
         }
     }

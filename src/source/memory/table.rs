@@ -6,6 +6,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
 
+use foldhash::fast::RandomState;
+
 use super::error::WriteError;
 use crate::source::{Change, Object, Revision, Snapshot, SourceError};
 
@@ -30,7 +32,7 @@ pub(super) enum Next<O: Object> {
 /// - `history.len() <= window`.
 #[derive(Debug)]
 pub(super) struct Table<O: Object> {
-    objects: HashMap<O::Key, O>,
+    objects: HashMap<O::Key, O, RandomState>,
     history: VecDeque<Change<O>>,
     revision: Revision,
     compacted: Revision,
@@ -44,7 +46,7 @@ pub(super) struct Table<O: Object> {
 impl<O: Object> Table<O> {
     pub(super) fn new(window: NonZeroUsize) -> Self {
         Self {
-            objects: HashMap::new(),
+            objects: HashMap::default(),
             history: VecDeque::new(),
             revision: Revision::ZERO,
             compacted: Revision::ZERO,

@@ -25,7 +25,13 @@ struct Cursor<O: Object> {
     held: Option<Change<O>>,
     delivered: usize,
     finished: bool,
+    /// Changes read under one lock, kept to reuse its allocation.
+    batch: Vec<Change<O>>,
 }
+
+/// Changes read from the history per lock: a watcher that keeps up with a
+/// busy writer takes the writer's lock once per batch, not once per change.
+const READ_BATCH: usize = 256;
 
 pub(super) fn open<O: Object>(
     shared: Arc<Shared<O>>,
@@ -42,6 +48,7 @@ pub(super) fn open<O: Object>(
         held: None,
         delivered: 0,
         finished: false,
+        batch: Vec::new(),
     };
     Box::pin(futures::stream::unfold(cursor, |mut cursor| async move {
         let item = cursor.next().await?;
@@ -69,7 +76,13 @@ impl<O: Object> Cursor<O> {
                 return Some(Ok(change));
             }
             match self.read() {
-                Read::Change(change) => self.inject(change),
+                Read::Changes => {
+                    let mut batch = std::mem::take(&mut self.batch);
+                    for change in batch.drain(..) {
+                        self.inject(change);
+                    }
+                    self.batch = batch;
+                }
                 Read::Deliver(item) => return Some(item),
                 Read::Wait => {
                     if let Some(held) = self.held.take() {
@@ -88,7 +101,15 @@ impl<O: Object> Cursor<O> {
         match table.next_after(self.position) {
             Next::Change(change) => {
                 self.position = change.revision();
-                Read::Change(change)
+                self.batch.push(change);
+                while self.batch.len() < READ_BATCH {
+                    let Next::Change(change) = table.next_after(self.position) else {
+                        break;
+                    };
+                    self.position = change.revision();
+                    self.batch.push(change);
+                }
+                Read::Changes
             }
             Next::Expired(error) => {
                 self.finished = true;
@@ -143,7 +164,8 @@ impl<O: Object> Cursor<O> {
 }
 
 enum Read<O: Object> {
-    Change(Change<O>),
+    /// Changes were read into the cursor's batch.
+    Changes,
     Deliver(Result<Change<O>, SourceError>),
     Wait,
 }
