@@ -429,3 +429,29 @@ async fn a_held_back_change_is_delivered_before_the_bookmark_that_covers_it() {
     let items = take(&mut stream, 2).await;
     assert_eq!(describe_all(&items), ["+a@1", "#1"]);
 }
+
+/// A write from another thread racing a watcher that is about to sleep must
+/// still wake it: the lost-wake-up race of the store's bell, tried many times
+/// on real threads (a lost wake-up fails the `take` bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_racing_a_watcher_going_to_sleep_always_wake_it() {
+    let store = store();
+    let mut stream = store.watch(Revision::ZERO).await.unwrap();
+    for round in 0..2_000u64 {
+        let writer = store.clone();
+        let write = std::thread::spawn(move || {
+            // Spread the write over the watcher's look-then-sleep window.
+            for _ in 0..round % 64 {
+                std::hint::spin_loop();
+            }
+            writer.put(Pod::new("racer", "rs", round));
+        });
+        let got = take(&mut stream, 1).await;
+        write.join().expect("writer");
+        assert!(
+            matches!(&got[0], Ok(Change::Applied(pod)) if pod.spec == round),
+            "round {round}: {:?}",
+            describe_all(&got)
+        );
+    }
+}
