@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 
 use super::context::Caches;
 use super::{Predicate, Trigger, Triggers};
-use crate::informer::{Event, Informer, InformerError, Subscription};
-use crate::queue::{Priority, WorkQueue};
+use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
+use crate::queue::{Marks, Priority, WorkQueue};
 use crate::source::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
@@ -78,16 +78,15 @@ impl<K: crate::QueueKey> Clone for Enqueue<K> {
 }
 
 impl<K: crate::QueueKey> Enqueue<K> {
-    /// Queues `key` now, at the background priority for initial lists and
-    /// resyncs (so fresh changes go first), else at normal priority.
-    pub(crate) fn push(&self, key: K, trigger: Trigger, background: bool) {
+    /// What to queue for `key`: the background priority for initial lists
+    /// and resyncs (so fresh changes go first), else normal priority.
+    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> (K, Priority, Marks) {
         let priority = if background {
             self.background
         } else {
             Priority::NORMAL
         };
-        self.queue
-            .add_marked(key, priority, Triggers::from(trigger).bits());
+        (key, priority, Triggers::from(trigger).bits())
     }
 
     /// Queues `key` after `delay` (a requeue); `trigger` is reported only if
@@ -101,6 +100,74 @@ impl<K: crate::QueueKey> Enqueue<K> {
     pub(crate) fn push_retry(&self, key: K) {
         self.queue
             .add_rate_limited_marked(key, Triggers::from(Trigger::Retry).bits());
+    }
+}
+
+/// An informer handler that gathers the keys a run of events asks for and
+/// adds them to the queue under one lock when the informer flushes (before
+/// it waits for anything, so no latency is added).
+struct Gather<K: crate::QueueKey, F> {
+    sink: Enqueue<K>,
+    keys: Keys<K>,
+    on_event: F,
+}
+
+/// The keys gathered since the last flush.
+pub(crate) struct Keys<K> {
+    pending: Vec<(K, Trigger, bool)>,
+}
+
+impl<K> Keys<K> {
+    /// Asks for `key` to be reconciled because of `trigger`, at the
+    /// background priority if `background`.
+    fn push(&mut self, key: K, trigger: Trigger, background: bool) {
+        self.pending.push((key, trigger, background));
+    }
+}
+
+impl<K: crate::QueueKey, F> Gather<K, F> {
+    fn new(sink: Enqueue<K>, on_event: F) -> Self {
+        Self {
+            sink,
+            keys: Keys {
+                pending: Vec::new(),
+            },
+            on_event,
+        }
+    }
+
+    fn flush_keys(&mut self) {
+        if self.keys.pending.is_empty() {
+            return;
+        }
+        let sink = &self.sink;
+        sink.queue.add_many(
+            self.keys
+                .pending
+                .drain(..)
+                .map(|(key, trigger, background)| sink.entry(key, trigger, background)),
+        );
+    }
+}
+
+impl<P, K, F> Handler<P> for Gather<K, F>
+where
+    K: crate::QueueKey,
+    F: FnMut(&Event<P>, &mut Keys<K>) + Send,
+{
+    fn event(&mut self, event: &Event<P>) {
+        (self.on_event)(event, &mut self.keys);
+    }
+
+    fn flush(&mut self) {
+        self.flush_keys();
+    }
+}
+
+impl<K: crate::QueueKey, F> Drop for Gather<K, F> {
+    fn drop(&mut self) {
+        // Unsubscribed between an event and its flush: nothing is lost.
+        self.flush_keys();
     }
 }
 
@@ -124,7 +191,7 @@ where
     O::Key: crate::QueueKey,
 {
     let predicate = watch.predicate.clone();
-    Box::new(watch.informer.subscribe(move |event: &Event<O>| {
+    let on_event = move |event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
@@ -134,8 +201,13 @@ where
             Event::Deleted(_) => Trigger::Deleted,
             Event::Resync(_) => Trigger::Resync,
         };
-        sink.push(event.object().key(), trigger, is_background(event));
-    }))
+        keys.push(event.object().key(), trigger, is_background(event));
+    };
+    Box::new(
+        watch
+            .informer
+            .subscribe_handler(Gather::new(sink, on_event)),
+    )
 }
 
 /// Maps a secondary object to the primary keys it concerns.
@@ -158,7 +230,7 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
         let map = Arc::clone(&self.map);
         let predicate = self.watch.predicate.clone();
         let trigger = self.trigger;
-        Box::new(self.watch.informer.subscribe(move |event: &Event<P>| {
+        let on_event = move |event: &Event<P>, sink: &mut Keys<K>| {
             if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
                 return;
             }
@@ -175,7 +247,12 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
             for key in keys {
                 sink.push(key, trigger, background);
             }
-        }))
+        };
+        Box::new(
+            self.watch
+                .informer
+                .subscribe_handler(Gather::new(sink, on_event)),
+        )
     }
 
     fn add_cache(&self, caches: &mut Caches) {

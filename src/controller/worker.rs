@@ -18,6 +18,9 @@ use super::{
 use crate::informer::Store;
 use crate::source::Object;
 
+/// Keys a resync adds per queue lock.
+const RESYNC_RUN: usize = 256;
+
 /// What the workers share: one per controller run.
 pub(super) struct Worker<O: Object, R> {
     pub(super) name: String,
@@ -250,8 +253,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(crate::time::jittered(period, fastrand::f64())) => {}
             }
-            for object in self.store.list() {
-                self.sink.push(object.key(), Trigger::Resync, true);
+            // In runs, so workers are not locked out of the queue for long.
+            for run in self.store.list().chunks(RESYNC_RUN) {
+                let sink = &self.sink;
+                sink.queue.add_many(
+                    run.iter()
+                        .map(|object| sink.entry(object.key(), Trigger::Resync, true)),
+                );
             }
         }
     }

@@ -7,6 +7,11 @@
 //! sees the cache between two changes, and from then on exactly the events
 //! after it.
 //!
+//! A handler may buffer what events ask of it (the controller gathers keys
+//! and adds them to its queue under one lock): after a run of events, the
+//! informer calls [`Handler::flush`], before it waits for anything and at
+//! least every [`FLUSH_EVERY`] events, so buffering adds no latency.
+//!
 //! # Lock order
 //!
 //! The subscriber lock, then the store's cache lock.
@@ -21,8 +26,28 @@ use super::store::Store;
 use super::{Event, InformerError};
 use crate::source::Object;
 
-/// A subscriber's handler, boxed.
-type Handler<O> = Box<dyn FnMut(&Event<O>) + Send>;
+/// Events delivered between two flushes, at most: bounds how long a long
+/// list or replay holds back what a buffering handler gathered.
+pub(crate) const FLUSH_EVERY: usize = 256;
+
+/// What a subscriber does with events.
+pub(crate) trait Handler<O>: Send {
+    /// One event, in order.
+    fn event(&mut self, event: &Event<O>);
+
+    /// A run of events ended: act on anything buffered.
+    fn flush(&mut self) {}
+}
+
+/// A plain closure, called with each event (what
+/// [`Informer::subscribe`](super::Informer::subscribe) takes).
+pub(crate) struct EachEvent<F>(pub(crate) F);
+
+impl<O, F: FnMut(&Event<O>) + Send> Handler<O> for EachEvent<F> {
+    fn event(&mut self, event: &Event<O>) {
+        (self.0)(event);
+    }
+}
 
 /// The handlers of one informer.
 pub(crate) struct Subscribers<O: Object> {
@@ -31,7 +56,7 @@ pub(crate) struct Subscribers<O: Object> {
 
 pub(crate) struct HandlerList<O: Object> {
     next_id: u64,
-    handlers: Vec<(u64, Handler<O>)>,
+    handlers: Vec<(u64, Box<dyn Handler<O>>)>,
 }
 
 impl<O: Object> Subscribers<O> {
@@ -52,12 +77,16 @@ impl<O: Object> Subscribers<O> {
 
     /// Registers `handler`, first replaying `store` to it as
     /// [`Event::Initial`] when the store is synced.
-    pub(crate) fn add(&self, store: &Store<O>, mut handler: Handler<O>) -> u64 {
+    pub(crate) fn add(&self, store: &Store<O>, mut handler: Box<dyn Handler<O>>) -> u64 {
         let mut list = self.list.lock();
         if store.is_synced() {
-            for object in store.snapshot() {
-                handler(&Event::Initial(object));
+            for (n, object) in store.snapshot().into_iter().enumerate() {
+                handler.event(&Event::Initial(object));
+                if (n + 1) % FLUSH_EVERY == 0 {
+                    handler.flush();
+                }
             }
+            handler.flush();
         }
         let id = list.next_id;
         list.next_id += 1;
@@ -87,8 +116,29 @@ impl<O: Object> HandlerList<O> {
     /// Calls every handler with `event`.
     pub(crate) fn deliver(&mut self, event: &Event<O>) {
         for (_, handler) in &mut self.handlers {
-            handler(event);
+            handler.event(event);
         }
+    }
+
+    /// Tells every handler a run of events ended.
+    pub(crate) fn flush(&mut self) {
+        for (_, handler) in &mut self.handlers {
+            handler.flush();
+        }
+    }
+
+    /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end.
+    pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Event<O>>)
+    where
+        O: 'e,
+    {
+        for (n, event) in events.into_iter().enumerate() {
+            self.deliver(event);
+            if (n + 1) % FLUSH_EVERY == 0 {
+                self.flush();
+            }
+        }
+        self.flush();
     }
 }
 

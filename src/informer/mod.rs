@@ -23,7 +23,8 @@ pub use dispatch::Subscription;
 pub use stats::InformerStats;
 pub use store::{IndexValue, Store};
 
-use self::dispatch::Subscribers;
+pub(crate) use self::dispatch::Handler;
+use self::dispatch::{EachEvent, Subscribers};
 use self::stats::Counters;
 use self::store::{IndexFn, TransformFn};
 use crate::source::{Object, Source};
@@ -297,6 +298,12 @@ impl<O: Object> Informer<O> {
     where
         F: FnMut(&Event<O>) + Send + 'static,
     {
+        self.subscribe_handler(EachEvent(handler))
+    }
+
+    /// [`subscribe`](Self::subscribe) with a handler that may buffer between
+    /// flushes (see [`Handler`]).
+    pub(crate) fn subscribe_handler(&self, handler: impl Handler<O> + 'static) -> Subscription<O> {
         let id = self
             .shared
             .subscribers

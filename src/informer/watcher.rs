@@ -8,6 +8,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, jittered};
+use super::dispatch::FLUSH_EVERY;
 use super::stats::Counters;
 use super::store::{Applied, Removed, Replaced};
 use super::tombstones::Tombstones;
@@ -211,12 +212,25 @@ impl<'a, O: Object> Runner<'a, O> {
         self.failures = 0;
         self.fresh_list = false;
         self.apply(change);
-        for _ in 1..BATCH {
+        let mut over = None;
+        for n in 1..BATCH {
             match stream.next().now_or_never() {
                 None => break,
                 Some(Some(Ok(change))) => self.apply(change),
-                Some(other) => return Some(self.watch_over(other, true)),
+                Some(other) => {
+                    over = Some(other);
+                    break;
+                }
             }
+            if n % FLUSH_EVERY == 0 {
+                self.shared.subscribers.lock().flush();
+            }
+        }
+        // Before waiting for the stream (or backing off), handlers act on
+        // what they buffered.
+        self.shared.subscribers.lock().flush();
+        if let Some(item) = over {
+            return Some(self.watch_over(item, true));
         }
         // Let other tasks on this thread run while catching up.
         tokio::task::consume_budget().await;
@@ -281,9 +295,7 @@ impl<'a, O: Object> Runner<'a, O> {
             initial,
             with_events,
         );
-        for event in &replaced.events {
-            subscribers.deliver(event);
-        }
+        subscribers.deliver_all(&replaced.events);
         shared.store.mark_synced();
         drop(subscribers);
         let Replaced { events, stale, old } = replaced;
@@ -393,10 +405,13 @@ impl<'a, O: Object> Runner<'a, O> {
         if subscribers.is_empty() {
             return;
         }
-        let objects = shared.store.snapshot();
-        tracing::debug!(objects = objects.len(), "resync");
-        for object in objects {
-            subscribers.deliver(&Event::Resync(object));
-        }
+        let events: Vec<_> = shared
+            .store
+            .snapshot()
+            .into_iter()
+            .map(Event::Resync)
+            .collect();
+        tracing::debug!(objects = events.len(), "resync");
+        subscribers.deliver_all(&events);
     }
 }

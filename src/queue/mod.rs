@@ -164,6 +164,32 @@ impl<K: QueueKey> WorkQueue<K> {
         self.add_after_marked(key, delay, 0);
     }
 
+    /// Adds each `(key, priority, marks)` as [`add_marked`](Self::add_marked)
+    /// would, under one lock: for handlers that gather a run of events.
+    pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = (K, Priority, Marks)>) {
+        let ((queued, dirty), _) = self.with_core(|core| {
+            let (mut queued, mut dirty) = (0usize, 0usize);
+            // One clock read for the run, and none if every add is a no-op.
+            let mut now = None;
+            for (key, priority, marks) in keys {
+                match core.add(key, priority, marks, || {
+                    *now.get_or_insert_with(|| self.now())
+                }) {
+                    Added::Queued => queued += 1,
+                    Added::Dirty => dirty += 1,
+                    Added::Deduplicated | Added::Rejected => {}
+                }
+            }
+            (queued, dirty)
+        });
+        for _ in 0..queued {
+            self.shared.ready.notify_one();
+        }
+        if queued + dirty > 0 {
+            self.report(|o| (0..queued + dirty).for_each(|_| o.added()));
+        }
+    }
+
     /// [`add_after`](Self::add_after), with `marks` that count only if this
     /// timer is what makes the key ready.
     pub(crate) fn add_after_marked(&self, key: K, delay: Duration, marks: Marks) {
