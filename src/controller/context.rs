@@ -16,7 +16,8 @@ pub struct Context<O: Object> {
     pub(super) object: Option<Arc<O>>,
     pub(super) attempt: u32,
     pub(super) triggers: Triggers,
-    pub(super) cancel: CancellationToken,
+    /// The worker's token, shared: cloning a token takes its tree's lock.
+    pub(super) cancel: Arc<CancellationToken>,
     pub(super) caches: Arc<Caches>,
     pub(super) fencing_token: Option<u64>,
 }

@@ -16,6 +16,7 @@ use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
 };
 use crate::informer::Store;
+use crate::queue::Marks;
 use crate::source::Object;
 
 /// Keys a resync adds per queue lock.
@@ -43,11 +44,11 @@ struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
-    fn start(observer: &'a dyn ControllerObserver) -> Self {
+    fn start(observer: &'a dyn ControllerObserver, started: Instant) -> Self {
         observer.reconcile_started();
         Self {
             observer,
-            started: Instant::now(),
+            started,
             finished: false,
         }
     }
@@ -85,19 +86,19 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
         // One token per worker, replaced only once cancelled (a timeout): a
         // child token per reconcile costs a lock on the shared parent.
-        let mut cancel = hard_stop.child_token();
+        let mut cancel = Arc::new(hard_stop.child_token());
         let queue = &self.sink.queue;
-        // The key taken with the previous `done`, if one was ready.
-        let mut next = None;
+        // The key taken with the previous `done`, if one was ready, and when.
+        let mut next: Option<((O::Key, Marks), Instant)> = None;
         loop {
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let (key, marks) = match next.take() {
+            let ((key, marks), started) = match next.take() {
                 Some(taken) => taken,
                 None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
-                    Ok(Some(taken)) => taken,
+                    Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,
                     Err(panic) => {
                         tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
@@ -106,22 +107,39 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 },
             };
             if cancel.is_cancelled() {
-                cancel = hard_stop.child_token();
+                cancel = Arc::new(hard_stop.child_token());
             }
             let triggers = Triggers::from_bits(marks);
-            let processed = AssertUnwindSafe(self.process(&key, triggers, &cancel)).catch_unwind();
-            if let Err(panic) = processed.await {
-                tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
-                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    self.sink.push_retry(key.clone());
-                }));
-            }
-            // Cannot fail: this worker took `key` from the queue.
-            next = queue.done_and_take(&key).ok().flatten();
+            let processed =
+                AssertUnwindSafe(self.process(&key, triggers, &cancel, started)).catch_unwind();
+            let ended = match processed.await {
+                Ok(ended) => ended,
+                Err(panic) => {
+                    tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        self.sink.push_retry(key.clone());
+                    }));
+                    Instant::now()
+                }
+            };
+            // Cannot fail: this worker took `key` from the queue. The clock
+            // read that ended this reconcile starts the next.
+            next = queue
+                .done_and_take(&key, ended)
+                .ok()
+                .flatten()
+                .map(|taken| (taken, ended));
         }
     }
 
-    async fn process(&self, key: &O::Key, triggers: Triggers, cancel: &CancellationToken) {
+    /// Reconciles `key` (taken at `started`); returns when it ended.
+    async fn process(
+        &self,
+        key: &O::Key,
+        triggers: Triggers,
+        cancel: &Arc<CancellationToken>,
+        started: Instant,
+    ) -> Instant {
         let queue = &self.sink.queue;
         let attempt = queue.retries(key).saturating_add(1);
         let ctx = Context {
@@ -129,7 +147,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             object: self.store.get(key),
             attempt,
             triggers,
-            cancel: cancel.clone(),
+            cancel: Arc::clone(cancel),
             caches: Arc::clone(&self.caches),
             fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
         };
@@ -140,11 +158,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             attempt,
             trigger = %triggers,
         );
-        let mut report = Report::start(&*self.observer);
+        let mut report = Report::start(&*self.observer, started);
         let ran = self.call(ctx, cancel).instrument(span.clone()).await;
-        let took = report.started.elapsed();
+        let ended = Instant::now();
+        let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
         report.finish(outcome, took);
+        ended
     }
 
     /// Runs the reconcile with panic catching, its timeout and the hard stop.

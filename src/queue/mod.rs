@@ -265,13 +265,21 @@ impl<K: QueueKey> WorkQueue<K> {
     /// next ready key if there is one, under one lock: what a worker does
     /// between two reconciles. `Ok(None)` when no key is ready (wait with
     /// [`get_marked`](Self::get_marked)).
-    pub(crate) fn done_and_take(&self, key: &K) -> Result<Option<(K, Marks)>, DoneError> {
-        self.finish(key, true)
+    /// `now` is the caller's reading of tokio's clock: a worker reads it once
+    /// to end one reconcile and start the next.
+    pub(crate) fn done_and_take(
+        &self,
+        key: &K,
+        now: Instant,
+    ) -> Result<Option<(K, Marks)>, DoneError> {
+        self.finish(key, Some(now))
     }
 
-    /// `done`, and with `take` a look for the next key under the same lock.
-    fn finish(&self, key: &K, take: bool) -> Result<Option<(K, Marks)>, DoneError> {
-        let now = self.now();
+    /// `done`; with `take_at`, then a look for the next key under the same
+    /// lock, at that time.
+    fn finish(&self, key: &K, take_at: Option<Instant>) -> Result<Option<(K, Marks)>, DoneError> {
+        let take = take_at.is_some();
+        let now = take_at.map_or_else(|| self.now(), |at| self.stamp(at));
         let ((finished, drained, taken), ready) = self.with_core(|core| {
             let finished = core.done(key, now);
             let drained = core.is_shut_down() && core.in_flight_len() == 0;
@@ -378,7 +386,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`DoneError`] if no worker holds `key` (never handed out, or `done`
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
-        self.finish(key, false).map(|_| ())
+        self.finish(key, None).map(|_| ())
     }
 
     /// Shuts the queue down now: every waiting and future [`get`](Self::get)
@@ -496,7 +504,11 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// Tokio's clock (so paused-time tests drive the queue) as a core stamp.
     fn now(&self) -> Stamp {
-        self.shared.epoch.stamp(Instant::now().into_std())
+        self.stamp(Instant::now())
+    }
+
+    fn stamp(&self, at: Instant) -> Stamp {
+        self.shared.epoch.stamp(at.into_std())
     }
 
     /// Runs `f` on the locked core; returns its result and the ready count.
