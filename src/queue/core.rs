@@ -63,16 +63,115 @@ pub(crate) struct Core<K> {
     dropped: u64,
 }
 
-#[derive(Default)]
+/// A key's state, packed: the map holds one per key, so its size is the
+/// queue's memory per key and what a lookup pulls into cache. Ready,
+/// scheduled and dirty exclude one another, so they share `at`, `seq`,
+/// `priority` and `marks`; in flight goes with none, a timer, or dirty.
+#[derive(Clone, Copy, Default)]
 struct Slot {
-    queued: Option<Queued>,
-    timer: Option<Timer>,
-    flight: Option<InFlight>,
+    /// Ready: since when; scheduled: the deadline; dirty: the first add.
+    at: Stamp,
+    /// The live ready or timer entry's sequence number.
+    seq: u64,
+    /// In flight: since when.
+    started: Stamp,
+    state: u8,
+    priority: Priority,
+    marks: Marks,
 }
+
+const READY: u8 = 1;
+const SCHEDULED: u8 = 2;
+const IN_FLIGHT: u8 = 4;
+const DIRTY: u8 = 8;
 
 impl Slot {
     fn is_empty(&self) -> bool {
-        self.queued.is_none() && self.timer.is_none() && self.flight.is_none()
+        self.state == 0
+    }
+
+    fn has(&self, state: u8) -> bool {
+        self.state & state != 0
+    }
+
+    /// Sets the shared fields for `state` (one of the exclusive three).
+    fn set(&mut self, state: u8, at: Stamp, seq: u64, priority: Priority, marks: Marks) {
+        debug_assert!(!self.has((READY | SCHEDULED | DIRTY) & !state));
+        self.state |= state;
+        (self.at, self.seq, self.priority, self.marks) = (at, seq, priority, marks);
+    }
+
+    fn queued(&self) -> Option<Queued> {
+        self.has(READY).then_some(Queued {
+            seq: self.seq,
+            priority: self.priority,
+            since: self.at,
+            marks: self.marks,
+        })
+    }
+
+    fn set_queued(&mut self, q: Queued) {
+        self.set(READY, q.since, q.seq, q.priority, q.marks);
+    }
+
+    fn take_queued(&mut self) -> Option<Queued> {
+        let queued = self.queued();
+        self.state &= !READY;
+        queued
+    }
+
+    fn timer(&self) -> Option<Timer> {
+        self.has(SCHEDULED).then_some(Timer {
+            seq: self.seq,
+            deadline: self.at,
+            marks: self.marks,
+        })
+    }
+
+    fn set_timer(&mut self, t: Timer) {
+        self.set(SCHEDULED, t.deadline, t.seq, Priority::NORMAL, t.marks);
+    }
+
+    fn take_timer(&mut self) -> Option<Timer> {
+        let timer = self.timer();
+        self.state &= !SCHEDULED;
+        timer
+    }
+
+    /// When its processing started, if the key is in flight.
+    fn started(&self) -> Option<Stamp> {
+        self.has(IN_FLIGHT).then_some(self.started)
+    }
+
+    fn start(&mut self, now: Stamp) {
+        self.state |= IN_FLIGHT;
+        self.started = now;
+    }
+
+    fn dirty(&self) -> Option<Dirty> {
+        self.has(DIRTY).then_some(Dirty {
+            priority: self.priority,
+            since: self.at,
+            marks: self.marks,
+        })
+    }
+
+    fn take_dirty(&mut self) -> Option<Dirty> {
+        let dirty = self.dirty();
+        self.state &= !DIRTY;
+        dirty
+    }
+
+    /// Marks an in-flight key dirty (first add at `now`), or adds to its
+    /// dirty state.
+    fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
+        match self.dirty() {
+            Some(dirty) => {
+                self.priority = dirty.priority.max(priority);
+                self.marks |= marks;
+            }
+            None => self.set(DIRTY, now, 0, priority, marks),
+        }
     }
 }
 
@@ -89,12 +188,6 @@ struct Timer {
     seq: u64,
     deadline: Stamp,
     marks: Marks,
-}
-
-struct InFlight {
-    started: Stamp,
-    /// Set by an add during processing.
-    dirty: Option<Dirty>,
 }
 
 /// What an in-flight key is queued again with when its worker is done.
@@ -225,38 +318,37 @@ impl<K: QueueKey> Core<K> {
             Entry::Vacant(entry) => {
                 let key = entry.key().clone();
                 let now = now();
-                entry.insert(Slot {
-                    queued: Some(Queued {
-                        seq,
-                        priority,
-                        since: now,
-                        marks,
-                    }),
-                    ..Slot::default()
+                let mut slot = Slot::default();
+                slot.set_queued(Queued {
+                    seq,
+                    priority,
+                    since: now,
+                    marks,
                 });
+                entry.insert(slot);
                 self.ready += 1;
                 push_ready(&mut self.levels, priority, seq, now, key);
                 Added::Queued
             }
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
-                if let Some(flight) = &mut slot.flight {
-                    if let Some(dirty) = &mut flight.dirty {
-                        dirty.priority = dirty.priority.max(priority);
-                        dirty.marks |= marks;
+                if slot.has(IN_FLIGHT) {
+                    if slot.has(DIRTY) {
+                        slot.mark_dirty(priority, Stamp::default(), marks);
                         return Added::Deduplicated;
                     }
-                    flight.mark_dirty(priority, now(), marks);
-                    // Running again right after `done` is sooner than any timer.
-                    if slot.timer.take().is_some() {
+                    // Running again right after `done` is sooner than any
+                    // timer (taken first: a timer and dirty share fields).
+                    if slot.take_timer().is_some() {
                         self.scheduled -= 1;
                         self.stale_timers += 1;
                     }
+                    slot.mark_dirty(priority, now(), marks);
                     return Added::Dirty;
                 }
-                let (since, marks, added) = match &mut slot.queued {
+                let (since, marks, added) = match slot.queued() {
                     Some(queued) if queued.priority >= priority => {
-                        queued.marks |= marks;
+                        slot.marks |= marks;
                         return Added::Deduplicated;
                     }
                     // Raised priority: move to the new level, keeping its age.
@@ -268,7 +360,7 @@ impl<K: QueueKey> Core<K> {
                         // Only a timer: ready now is sooner. A timer fires at
                         // normal priority, so a background add must not
                         // demote it.
-                        slot.timer = None;
+                        slot.take_timer();
                         self.scheduled -= 1;
                         self.stale_timers += 1;
                         self.ready += 1;
@@ -276,7 +368,7 @@ impl<K: QueueKey> Core<K> {
                         (now(), marks, Added::Queued)
                     }
                 };
-                slot.queued = Some(Queued {
+                slot.set_queued(Queued {
                     seq,
                     priority,
                     since,
@@ -311,16 +403,15 @@ impl<K: QueueKey> Core<K> {
             Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
             Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
         };
-        let dirty = slot.flight.as_ref().is_some_and(|f| f.dirty.is_some());
-        if slot.queued.is_some() || dirty {
+        if slot.has(READY | DIRTY) {
             return Scheduled::Deduplicated;
         }
-        match slot.timer {
+        match slot.timer() {
             Some(timer) if timer.deadline <= deadline => return Scheduled::Deduplicated,
             Some(_) => self.stale_timers += 1,
             None => self.scheduled += 1,
         }
-        slot.timer = Some(Timer {
+        slot.set_timer(Timer {
             seq,
             deadline,
             marks,
@@ -338,19 +429,11 @@ impl<K: QueueKey> Core<K> {
         let Some(slot) = self.slots.get_mut(key) else {
             return false;
         };
-        let pending = match (&mut slot.queued, &mut slot.timer, &mut slot.flight) {
-            (Some(queued), _, _) => &mut queued.marks,
-            (_, Some(timer), _) => &mut timer.marks,
-            (
-                _,
-                _,
-                Some(InFlight {
-                    dirty: Some(dirty), ..
-                }),
-            ) => &mut dirty.marks,
-            _ => return false,
-        };
-        *pending |= marks;
+        if !slot.has(READY | SCHEDULED | DIRTY) {
+            return false;
+        }
+        // The marks of whichever of the three the key is in.
+        slot.marks |= marks;
         true
     }
 
@@ -374,10 +457,11 @@ impl<K: QueueKey> Core<K> {
 
     pub(crate) fn done(&mut self, key: &K, now: Stamp) -> Result<Finished, NotInFlight> {
         let slot = self.slots.get_mut(key).ok_or(NotInFlight)?;
-        let flight = slot.flight.take().ok_or(NotInFlight)?;
+        let started = slot.started().ok_or(NotInFlight)?;
+        slot.state &= !IN_FLIGHT;
         self.in_flight -= 1;
-        let worked = now.saturating_duration_since(flight.started);
-        let Some(dirty) = flight.dirty else {
+        let worked = now.saturating_duration_since(started);
+        let Some(dirty) = slot.take_dirty() else {
             if slot.is_empty() {
                 self.slots.remove(key);
             }
@@ -390,7 +474,7 @@ impl<K: QueueKey> Core<K> {
         // timer (marking it dirty cancelled that, and later timers dedup).
         self.next_seq += 1;
         let seq = self.next_seq;
-        slot.queued = Some(Queued {
+        slot.set_queued(Queued {
             seq,
             priority: dirty.priority,
             since: dirty.since,
@@ -420,13 +504,10 @@ impl<K: QueueKey> Core<K> {
         let mut dirty = 0;
         // Keep only the in-flight keys, without their dirty marks.
         self.slots.retain(|_, slot| {
-            slot.queued = None;
-            slot.timer = None;
-            let Some(flight) = &mut slot.flight else {
-                return false;
-            };
-            dirty += usize::from(flight.dirty.take().is_some());
-            true
+            slot.take_queued();
+            slot.take_timer();
+            dirty += usize::from(slot.take_dirty().is_some());
+            slot.has(IN_FLIGHT)
         });
         let dropped = (self.ready + self.scheduled + dirty) as u64;
         self.levels.clear();
@@ -498,7 +579,7 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn in_flight(&self) -> impl Iterator<Item = (&K, Stamp)> {
         self.slots
             .iter()
-            .filter_map(|(k, s)| s.flight.as_ref().map(|f| (k, f.started)))
+            .filter_map(|(k, s)| s.started().map(|started| (k, started)))
     }
 
     /// Heap entries, live or stale (for tests of compaction).
@@ -526,20 +607,20 @@ impl<K: QueueKey> Core<K> {
                 self.stale_timers -= 1;
                 continue;
             };
-            let Some(timer) = slot.timer.filter(|t| t.seq == seq) else {
+            let Some(timer) = slot.timer().filter(|t| t.seq == seq) else {
                 self.stale_timers -= 1;
                 continue;
             };
-            slot.timer = None;
+            slot.take_timer();
             self.scheduled -= 1;
             fired += 1;
-            if let Some(flight) = &mut slot.flight {
-                flight.mark_dirty(Priority::NORMAL, deadline, timer.marks);
+            if slot.has(IN_FLIGHT) {
+                slot.mark_dirty(Priority::NORMAL, deadline, timer.marks);
                 continue;
             }
             self.next_seq += 1;
             let seq = self.next_seq;
-            slot.queued = Some(Queued {
+            slot.set_queued(Queued {
                 seq,
                 priority: Priority::NORMAL,
                 since: deadline,
@@ -564,13 +645,10 @@ impl<K: QueueKey> Core<K> {
                 self.stale_ready -= 1;
                 continue;
             };
-            match slot.queued {
+            match slot.queued() {
                 Some(queued) if queued.seq == entry.seq => {
-                    slot.queued = None;
-                    slot.flight = Some(InFlight {
-                        started: now,
-                        dirty: None,
-                    });
+                    slot.take_queued();
+                    slot.start(now);
                     self.ready -= 1;
                     self.in_flight += 1;
                     if several_levels {
@@ -606,7 +684,7 @@ impl<K: QueueKey> Core<K> {
             self.timers.retain(|t| {
                 slots
                     .get(&t.key)
-                    .and_then(|s| s.timer)
+                    .and_then(|s| s.timer())
                     .is_some_and(|timer| timer.seq == t.seq)
             });
             self.stale_timers = 0;
@@ -616,7 +694,7 @@ impl<K: QueueKey> Core<K> {
             self.levels.retain(|e| {
                 slots
                     .get(&e.key)
-                    .and_then(|s| s.queued)
+                    .and_then(|s| s.queued())
                     .is_some_and(|q| q.seq == e.seq)
             });
             self.stale_ready = 0;
@@ -626,16 +704,4 @@ impl<K: QueueKey> Core<K> {
 
 fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Stamp, key: K) {
     levels.push(priority, ReadyEntry { seq, since, key });
-}
-
-impl InFlight {
-    fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
-        let dirty = self.dirty.get_or_insert(Dirty {
-            priority,
-            since: now,
-            marks: 0,
-        });
-        dirty.priority = dirty.priority.max(priority);
-        dirty.marks |= marks;
-    }
 }
