@@ -14,6 +14,7 @@
 //! The informer's subscriber lock, then this cache's lock. Readers take only
 //! the cache's lock, briefly; no lock is held across an `.await`.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -231,18 +232,27 @@ impl<O: Object> Store<O> {
     pub(crate) fn apply(&self, key: O::Key, object: Arc<O>) -> Applied<O> {
         let shared = &*self.shared;
         let mut cache = shared.cache.write();
-        if let Some(cached) = cache.objects.get(&key) {
-            if cached.version() >= object.version() {
-                return Applied::Stale;
+        // Kept for the indexes (a key and the new object), if there are any.
+        let indexed = !shared.index_fns.is_empty();
+        let new = indexed.then(|| Arc::clone(&object));
+        // One lookup: the entry both checks the cached version and stores.
+        let (old, key) = match cache.objects.entry(key) {
+            Entry::Occupied(mut entry) => {
+                if entry.get().version() >= object.version() {
+                    return Applied::Stale;
+                }
+                let key = indexed.then(|| entry.key().clone());
+                (Some(std::mem::replace(entry.get_mut(), object)), key)
             }
-        }
-        let old = if shared.index_fns.is_empty() {
-            cache.objects.insert(key, object)
-        } else {
-            let old = cache.objects.insert(key.clone(), Arc::clone(&object));
-            cache.reindex(&shared.index_fns, &key, old.as_deref(), Some(&object));
-            old
+            Entry::Vacant(entry) => {
+                let key = indexed.then(|| entry.key().clone());
+                entry.insert(object);
+                (None, key)
+            }
         };
+        if let (Some(key), Some(new)) = (key, new) {
+            cache.reindex(&shared.index_fns, &key, old.as_deref(), Some(&new));
+        }
         Applied::Stored(old)
     }
 
