@@ -210,6 +210,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             timeout: self.config.reconcile_timeout,
             observer: self.observer,
             fencing_token: self.fencing_token,
+            workers: self.config.concurrency.get(),
         });
         let hard_stop = self
             .abort

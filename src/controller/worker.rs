@@ -1,6 +1,7 @@
 //! A worker: take a key, read the current object, reconcile, act on the
 //! outcome, `done`. Panics and timeouts are caught here.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,14 @@ use crate::informer::Store;
 use crate::queue::Marks;
 use crate::source::Object;
 
+/// Keys a worker takes at once from a backlog, while its reconciles are
+/// quick: one queue lock per run instead of one per key.
+const RUN: usize = 16;
+
+/// A reconcile this short is "quick": a run of them holds its keys from
+/// other workers for well under a millisecond.
+const QUICK: Duration = Duration::from_micros(50);
+
 /// Keys a resync adds per queue lock.
 const RESYNC_RUN: usize = 256;
 
@@ -32,6 +41,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) timeout: Option<Duration>,
     pub(super) observer: Arc<dyn ControllerObserver>,
     pub(super) fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
+    /// How many workers share the queue.
+    pub(super) workers: usize,
 }
 
 /// Reports a reconcile's start and end to the observer, the end even when
@@ -88,15 +99,37 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // child token per reconcile costs a lock on the shared parent.
         let mut cancel = Arc::new(hard_stop.child_token());
         let queue = &self.sink.queue;
-        // The key taken with the previous `done`, if one was ready, and when.
-        let mut next: Option<((O::Key, Marks), Instant)> = None;
+        // Keys are taken in runs: from a backlog, while reconciles are quick,
+        // up to `RUN` keys at once (each in flight for this worker), and
+        // the keys of a run are `done` together when the next run is taken.
+        // So a fast controller takes one queue lock per run, not two per key;
+        // a slow one takes one key at a time, and no run leaves another
+        // worker without a ready key (see `done_and_take`'s `spare`).
+        let mut run: VecDeque<(O::Key, Marks)> = VecDeque::new();
+        let mut finished: Vec<O::Key> = Vec::new();
+        let mut quick = true;
+        // The clock reading that ended the last reconcile: it starts the next.
+        let mut last_end = Instant::now();
         loop {
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let ((key, marks), started) = match next.take() {
-                Some(taken) => taken,
+            // Reconciles that finish without waiting never yield to tokio:
+            // spend the task's budget so a backlog cannot monopolise a thread.
+            tokio::task::consume_budget().await;
+            // No new reconcile starts once the queue is shut down: the rest
+            // of a run is handed back unprocessed.
+            if !run.is_empty() && queue.is_closed() {
+                finished.extend(run.drain(..).map(|(key, _)| key));
+            }
+            if run.is_empty() && !finished.is_empty() {
+                let max = if quick { RUN } else { 1 };
+                queue.done_and_take(&mut finished, last_end, max, self.workers, &mut run);
+                quick = true;
+            }
+            let ((key, marks), started) = match run.pop_front() {
+                Some(taken) => (taken, last_end),
                 None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
                     Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,
@@ -122,13 +155,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     Instant::now()
                 }
             };
-            // Cannot fail: this worker took `key` from the queue. The clock
-            // read that ended this reconcile starts the next.
-            next = queue
-                .done_and_take(&key, ended)
-                .ok()
-                .flatten()
-                .map(|taken| (taken, ended));
+            quick &= ended.saturating_duration_since(started) < QUICK;
+            finished.push(key);
+            last_end = ended;
         }
     }
 

@@ -98,6 +98,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
                 limiter,
                 observer: self.observer,
                 epoch: super::stamp::Epoch::new(tokio::time::Instant::now().into_std()),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

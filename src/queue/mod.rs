@@ -39,10 +39,12 @@ mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -112,6 +114,8 @@ struct Shared<K> {
     observer: Arc<dyn QueueObserver>,
     /// Where the core's compact timestamps count from.
     epoch: Epoch,
+    /// Set once shut down: read without the lock by workers holding a run.
+    closed: AtomicBool,
 }
 
 impl<K: QueueKey> WorkQueue<K> {
@@ -261,49 +265,71 @@ impl<K: QueueKey> WorkQueue<K> {
         self.wait_next().await
     }
 
-    /// Ends the processing of `key` like [`done`](Self::done), then takes the
-    /// next ready key if there is one, under one lock: what a worker does
-    /// between two reconciles. `Ok(None)` when no key is ready (wait with
-    /// [`get_marked`](Self::get_marked)).
-    /// `now` is the caller's reading of tokio's clock: a worker reads it once
-    /// to end one reconcile and start the next.
+    /// Ends the processing of every key in `done` (emptying it) as
+    /// [`done`](Self::done) would, then takes up to `max` ready keys into
+    /// `taken`, all under one lock: what a worker does between two runs of
+    /// reconciles. Beyond the first key, keys are taken only while more than
+    /// `spare` stay ready for other workers. `now` is the caller's reading of
+    /// tokio's clock (a worker reads it once to end one reconcile and start
+    /// the next). `taken` must be empty; keys in `done` that no worker holds
+    /// are ignored.
     pub(crate) fn done_and_take(
         &self,
-        key: &K,
+        done: &mut Vec<K>,
         now: Instant,
-    ) -> Result<Option<(K, Marks)>, DoneError> {
-        self.finish(key, Some(now))
-    }
-
-    /// `done`; with `take_at`, then a look for the next key under the same
-    /// lock, at that time.
-    fn finish(&self, key: &K, take_at: Option<Instant>) -> Result<Option<(K, Marks)>, DoneError> {
-        let take = take_at.is_some();
-        let now = take_at.map_or_else(|| self.now(), |at| self.stamp(at));
-        let ((finished, drained, taken), ready) = self.with_core(|core| {
-            let finished = core.done(key, now);
+        max: usize,
+        spare: usize,
+        taken: &mut VecDeque<(K, Marks)>,
+    ) {
+        debug_assert!(taken.is_empty(), "called with keys still to process");
+        let now = self.stamp(now);
+        let mut worked = Vec::with_capacity(done.len());
+        let mut requeued = 0;
+        let mut waited = Vec::new();
+        let ((look, drained, fired), ready) = self.with_core(|core| {
+            for key in done.drain(..) {
+                if let Ok(finished) = core.done(&key, now) {
+                    worked.push(finished.worked);
+                    requeued += usize::from(finished.requeued);
+                }
+            }
             let drained = core.is_shut_down() && core.in_flight_len() == 0;
-            let taken = (take && finished.is_ok()).then(|| self.look(core, now, false));
-            (finished, drained, taken)
+            let look = self.look(core, now, false);
+            let mut fired = 0;
+            if matches!(look.0, Next::Key { .. }) {
+                while taken.len() + 1 < max && core.ready_len() > spare {
+                    let Next::Key {
+                        key,
+                        marks,
+                        waited: w,
+                        fired: f,
+                    } = core.next(now)
+                    else {
+                        break;
+                    };
+                    taken.push_back((key, marks));
+                    waited.push(w);
+                    fired += f;
+                }
+            }
+            (look, drained, fired)
         });
-        let finished = finished.map_err(|_| DoneError {
-            key: format!("{key:?}"),
-        })?;
         if drained {
             self.shared.drained.notify_waiters();
         }
-        self.report(|o| o.worked_for(finished.worked));
-        let taken = taken.map(|look| self.took(look, ready));
-        // The key queued again is either the one taken or has a worker to
-        // wake; without a key taken, one must be woken for it.
-        let took_one = matches!(taken, Some(Taken::Key(..)));
-        if finished.requeued && !took_one {
+        self.report(|o| worked.iter().for_each(|w| o.worked_for(*w)));
+        self.report(|o| waited.iter().for_each(|w| o.queued_for(*w)));
+        self.report(|o| (0..fired).for_each(|_| o.added()));
+        let mut count = taken.len();
+        if let Taken::Key(key, marks) = self.took(look, ready) {
+            taken.push_front((key, marks));
+            count += 1;
+        }
+        // Keys queued again by these `done`s need workers, unless this one
+        // took as many keys.
+        for _ in count..requeued.max(count) {
             self.shared.ready.notify_one();
         }
-        Ok(match taken {
-            Some(Taken::Key(key, marks)) => Some((key, marks)),
-            _ => None,
-        })
     }
 
     async fn wait_next(&self) -> Option<(K, Marks)> {
@@ -386,7 +412,22 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`DoneError`] if no worker holds `key` (never handed out, or `done`
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
-        self.finish(key, None).map(|_| ())
+        let now = self.now();
+        let ((finished, drained), _) = self.with_core(|core| {
+            let finished = core.done(key, now);
+            (finished, core.is_shut_down() && core.in_flight_len() == 0)
+        });
+        let finished = finished.map_err(|_| DoneError {
+            key: format!("{key:?}"),
+        })?;
+        if finished.requeued {
+            self.shared.ready.notify_one();
+        }
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+        self.report(|o| o.worked_for(finished.worked));
+        Ok(())
     }
 
     /// Shuts the queue down now: every waiting and future [`get`](Self::get)
@@ -401,6 +442,7 @@ impl<K: QueueKey> WorkQueue<K> {
             core.cut_drains();
             core.shut_down()
         });
+        self.shared.closed.store(true, Ordering::Release);
         self.shared.ready.notify_waiters();
         self.shared.drained.notify_waiters();
         if dropped > 0 {
@@ -421,6 +463,7 @@ impl<K: QueueKey> WorkQueue<K> {
         // Like `shutdown`, but without cutting drains short (this one's own,
         // or others in progress).
         let ((dropped, epoch), _) = self.with_core(|core| (core.shut_down(), core.drain_epoch()));
+        self.shared.closed.store(true, Ordering::Release);
         self.shared.ready.notify_waiters();
         if dropped > 0 {
             self.report(|o| o.dropped(dropped));
@@ -434,6 +477,12 @@ impl<K: QueueKey> WorkQueue<K> {
             }
             notified.await;
         }
+    }
+
+    /// [`is_shut_down`](Self::is_shut_down) without the lock (possibly a
+    /// moment late: for workers deciding whether to start another key).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called.

@@ -350,3 +350,63 @@ proptest! {
         }
     }
 }
+
+mod runs {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use tokio::time::{Instant, timeout};
+
+    use crate::WorkQueue;
+
+    const LIMIT: Duration = Duration::from_secs(3600);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_takes_up_to_max_keys_and_leaves_spare_ones_ready() {
+        let queue = WorkQueue::new();
+        for key in 0..10u32 {
+            queue.add(key);
+        }
+        let first = queue.get().await.expect("open");
+        let mut done = vec![first];
+        let mut run = VecDeque::new();
+        queue.done_and_take(&mut done, Instant::now(), 4, 3, &mut run);
+        assert!(done.is_empty());
+        let keys: Vec<u32> = run.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, [1, 2, 3, 4], "in order, up to max");
+        assert_eq!(queue.len(), 5);
+        let mut done: Vec<u32> = run.drain(..).map(|(k, _)| k).collect();
+        // Five ready, three spare: two more at most, whatever `max`.
+        queue.done_and_take(&mut done, Instant::now(), 16, 3, &mut run);
+        assert_eq!(run.len(), 2);
+        assert_eq!(queue.len(), 3);
+        assert_eq!(queue.stats().in_flight, 2, "the first run is done");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_requeued_beyond_those_taken_wake_waiting_workers() {
+        let queue = WorkQueue::new();
+        queue.add("x");
+        queue.add("y");
+        let mut run = VecDeque::new();
+        let x = queue.get().await.expect("open");
+        let y = queue.get().await.expect("open");
+        // Both change while held: both run again.
+        queue.add(x);
+        queue.add(y);
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.get().await }
+        });
+        tokio::task::yield_now().await;
+        let mut done = vec![x, y];
+        queue.done_and_take(&mut done, Instant::now(), 1, 0, &mut run);
+        assert_eq!(run.len(), 1, "one key for this worker");
+        let other = timeout(LIMIT, waiting)
+            .await
+            .expect("the waiting worker was not woken for the other key")
+            .expect("task")
+            .expect("open");
+        assert_ne!(other, run[0].0);
+    }
+}
