@@ -456,6 +456,40 @@ async fn triggers_say_why_each_reconcile_ran() {
     world.shut_down().await;
 }
 
+/// A change that comes before a failed key's retry timer runs the key at
+/// once; that run is a retry too (attempt 2), and says so.
+#[tokio::test(start_paused = true)]
+async fn a_change_before_the_retry_timer_still_reports_the_retry() {
+    let mut world = World::new(None);
+    world.sets.create(set("a", 1)).expect("created");
+    let probe = Arc::new(Probe {
+        fail_first: 1,
+        ..Probe::default()
+    });
+    let hour = Duration::from_secs(3600);
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .rate_limiter(tend::rate_limit::ExponentialBackoff::new(hour, hour).expect("valid"))
+            .build()
+            .expect("valid"),
+    );
+    world
+        .until("the first run failed", |_| {
+            probe.calls.load(Ordering::SeqCst) >= 1
+        })
+        .await;
+    let mut a = world.sets.get(&"a".into()).expect("exists");
+    a.replicas = 2;
+    world.sets.update(a).expect("updated");
+    world
+        .until("the change ran the key", |_| probe.runs_of("a").len() >= 2)
+        .await;
+    let (triggers, attempt, _) = probe.runs_of("a")[1].clone();
+    assert_eq!(attempt, 2);
+    assert_eq!(triggers, [Trigger::Changed, Trigger::Retry]);
+    world.shut_down().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn predicates_filter_events() {
     let mut world = World::new(None);
@@ -761,4 +795,54 @@ async fn no_reconcile_starts_after_shutdown_even_from_a_run_of_keys() {
         .expect("task")
         .expect("clean shutdown");
     world.shut_down().await;
+}
+
+/// Keys gathered from a run of watch events reach the queue even when a
+/// later event of the run panics in the informer (here, its transform).
+#[tokio::test(start_paused = true)]
+async fn keys_gathered_before_a_panic_in_the_informer_are_not_lost() {
+    let sets = MemoryStore::<Set>::new("sets");
+    let informer = Informer::builder(sets.clone())
+        .transform(|s: Set| {
+            assert!(s.name != "boom", "transform panicked");
+            s
+        })
+        .build()
+        .expect("valid");
+    let probe = Arc::new(Probe::default());
+    let controller = Controller::builder("sets", &informer, Arc::clone(&probe))
+        .build()
+        .expect("valid");
+    let stop = CancellationToken::new();
+    let informer_task = tokio::spawn({
+        let (informer, stop) = (informer.clone(), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    let run = tokio::spawn(controller.run(stop.clone()));
+    timeout(LIMIT, async {
+        while !informer.is_synced() {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the informer did not sync");
+    // Three writes read by the watch in one run; the third panics.
+    for name in ["a", "b", "boom"] {
+        sets.create(set(name, 1)).expect("created");
+    }
+    let died = timeout(LIMIT, informer_task).await.expect("informer task");
+    assert!(died.is_err(), "the transform's panic ends the informer");
+    timeout(LIMIT, async {
+        while probe.runs_of("a").is_empty() || probe.runs_of("b").is_empty() {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the keys gathered before the panic were never reconciled");
+    stop.cancel();
+    timeout(LIMIT, run)
+        .await
+        .expect("run did not return")
+        .expect("task")
+        .expect("clean shutdown");
 }

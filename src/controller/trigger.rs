@@ -86,6 +86,10 @@ impl Triggers {
         Trigger::ALL.into_iter().filter(move |t| self.contains(*t))
     }
 
+    pub(crate) const fn with(self, trigger: Trigger) -> Self {
+        Self(self.0 | trigger.bit())
+    }
+
     /// As the work queue carries them.
     pub(crate) const fn bits(self) -> crate::queue::Marks {
         self.0

@@ -171,6 +171,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     ) -> Instant {
         let queue = &self.sink.queue;
         let attempt = queue.retries(key).saturating_add(1);
+        // After a failure, whatever queued this run (the retry timer, or a
+        // change that came first), it is also a retry.
+        let triggers = if attempt > 1 {
+            triggers.with(Trigger::Retry)
+        } else {
+            triggers
+        };
         let ctx = Context {
             key: key.clone(),
             object: self.store.get(key),
@@ -304,11 +311,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             // In runs, so workers are not locked out of the queue for long.
             for run in self.store.list().chunks(RESYNC_RUN) {
-                let sink = &self.sink;
-                sink.queue.add_many(
-                    run.iter()
-                        .map(|object| sink.entry(object.key(), Trigger::Resync, true)),
-                );
+                // Keys first: `Object::key` is user code, and must not run
+                // (nor panic) under the queue's lock.
+                let keys: Vec<_> = run
+                    .iter()
+                    .map(|object| self.sink.entry(object.key(), Trigger::Resync, true))
+                    .collect();
+                self.sink.queue.add_many(keys);
             }
         }
     }

@@ -127,18 +127,40 @@ impl<O: Object> HandlerList<O> {
         }
     }
 
-    /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end.
+    /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end
+    /// (even when a handler panics: what the others gathered is not lost).
     pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Event<O>>)
     where
         O: 'e,
     {
+        let list = FlushOnDrop(self);
         for (n, event) in events.into_iter().enumerate() {
-            self.deliver(event);
+            list.0.deliver(event);
             if (n + 1) % FLUSH_EVERY == 0 {
-                self.flush();
+                list.0.flush();
             }
         }
-        self.flush();
+    }
+}
+
+/// Flushes the handlers when dropped, also while unwinding.
+struct FlushOnDrop<'a, O: Object>(&'a mut HandlerList<O>);
+
+impl<O: Object> Drop for FlushOnDrop<'_, O> {
+    fn drop(&mut self) {
+        self.0.flush();
+    }
+}
+
+/// Takes the subscriber lock and flushes the handlers when dropped, also
+/// while unwinding: a run of events delivered one lock at a time (the
+/// watch) ends with a flush even if a transform, an index or a handler
+/// panics part-way. Never hold the subscriber lock where it is dropped.
+pub(crate) struct FlushOnExit<'a, O: Object>(pub(crate) &'a Subscribers<O>);
+
+impl<O: Object> Drop for FlushOnExit<'_, O> {
+    fn drop(&mut self) {
+        self.0.lock().flush();
     }
 }
 

@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, jittered};
-use super::dispatch::FLUSH_EVERY;
+use super::dispatch::{FLUSH_EVERY, FlushOnExit};
 use super::stats::Counters;
 use super::store::{Applied, Removed, Replaced};
 use super::tombstones::Tombstones;
@@ -211,24 +211,28 @@ impl<'a, O: Object> Runner<'a, O> {
         *progressed = true;
         self.failures = 0;
         self.fresh_list = false;
-        self.apply(change);
-        let mut over = None;
-        for n in 1..BATCH {
-            match stream.next().now_or_never() {
-                None => break,
-                Some(Some(Ok(change))) => self.apply(change),
-                Some(other) => {
-                    over = Some(other);
-                    break;
+        let shared = self.shared;
+        let over = {
+            // Before waiting for the stream (or backing off), handlers act on
+            // what they buffered: flushed when this block ends, however.
+            let _flush = FlushOnExit(&shared.subscribers);
+            self.apply(change);
+            let mut over = None;
+            for n in 1..BATCH {
+                match stream.next().now_or_never() {
+                    None => break,
+                    Some(Some(Ok(change))) => self.apply(change),
+                    Some(other) => {
+                        over = Some(other);
+                        break;
+                    }
+                }
+                if n % FLUSH_EVERY == 0 {
+                    shared.subscribers.lock().flush();
                 }
             }
-            if n % FLUSH_EVERY == 0 {
-                self.shared.subscribers.lock().flush();
-            }
-        }
-        // Before waiting for the stream (or backing off), handlers act on
-        // what they buffered.
-        self.shared.subscribers.lock().flush();
+            over
+        };
         if let Some(item) = over {
             return Some(self.watch_over(item, true));
         }

@@ -339,9 +339,12 @@ impl<K: QueueKey> Core<K> {
                     }
                     // Running again right after `done` is sooner than any
                     // timer (taken first: a timer and dirty share fields).
+                    // A timer fires at normal priority: a background add
+                    // must not demote it.
                     if slot.take_timer().is_some() {
                         self.scheduled -= 1;
                         self.stale_timers += 1;
+                        priority = priority.max(Priority::NORMAL);
                     }
                     slot.mark_dirty(priority, now(), marks);
                     return Added::Dirty;

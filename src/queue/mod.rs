@@ -169,7 +169,8 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// Adds each `(key, priority, marks)` as [`add_marked`](Self::add_marked)
-    /// would, under one lock: for handlers that gather a run of events.
+    /// would, under one lock: for handlers that gather a run of events. The
+    /// iterator runs under the lock: it must not call user code.
     pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = (K, Priority, Marks)>) {
         let ((queued, dirty), _) = self.with_core(|core| {
             let (mut queued, mut dirty) = (0usize, 0usize);
@@ -189,8 +190,8 @@ impl<K: QueueKey> WorkQueue<K> {
         for _ in 0..queued {
             self.shared.ready.notify_one();
         }
-        if queued + dirty > 0 {
-            self.report(|o| (0..queued + dirty).for_each(|_| o.added()));
+        for _ in 0..queued + dirty {
+            self.report(|o| o.added());
         }
     }
 
@@ -317,9 +318,15 @@ impl<K: QueueKey> WorkQueue<K> {
         if drained {
             self.shared.drained.notify_waiters();
         }
-        self.report(|o| worked.iter().for_each(|w| o.worked_for(*w)));
-        self.report(|o| waited.iter().for_each(|w| o.queued_for(*w)));
-        self.report(|o| (0..fired).for_each(|_| o.added()));
+        for worked in worked {
+            self.report(|o| o.worked_for(worked));
+        }
+        for waited in waited {
+            self.report(|o| o.queued_for(waited));
+        }
+        for _ in 0..fired {
+            self.report(|o| o.added());
+        }
         let mut count = taken.len();
         if let Taken::Key(key, marks) = self.took(look, ready) {
             taken.push_front((key, marks));

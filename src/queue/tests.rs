@@ -200,9 +200,14 @@ impl Model {
             return;
         }
         if self.in_flight.contains(&key) {
+            // The dirty run replaces a timer: no demotion either.
+            let priority = if self.timers.remove(&key).is_some() {
+                priority.max(Priority::NORMAL)
+            } else {
+                priority
+            };
             let dirty = self.dirty.entry(key).or_insert(priority);
             *dirty = (*dirty).max(priority);
-            self.timers.remove(&key);
             return;
         }
         // A timer fires at normal priority: replacing it never demotes.

@@ -42,8 +42,8 @@
 //! # Locking
 //!
 //! One mutex guards the objects, the revision and the history; it is never
-//! held across an `.await`. Watch streams read the history under it, one
-//! change at a time.
+//! held across an `.await`. Watch streams read the history under it, up to
+//! 256 changes at a time; writes wake a watch stream only when it sleeps.
 
 mod bell;
 mod error;

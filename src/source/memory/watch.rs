@@ -1,6 +1,7 @@
 //! The memory backend's watch stream: a cursor over the shared history, with
-//! optional fault injection. Pull-based: a slow watcher holds no buffer, it
-//! falls behind and, once the history is compacted past it, gets
+//! optional fault injection. Pull-based: a watcher buffers at most one batch
+//! of changes read under one lock (`READ_BATCH`); a slow one falls behind
+//! and, once the history is compacted past what it has read, gets
 //! [`SourceError::Expired`].
 
 use std::collections::VecDeque;
