@@ -146,6 +146,17 @@ impl World {
     }
 }
 
+/// Cancels `stop` and waits (bounded) until the controller's `run` returned
+/// cleanly.
+async fn stop_controller(stop: &CancellationToken, run: JoinHandle<Result<(), ControllerError>>) {
+    stop.cancel();
+    timeout(LIMIT, run)
+        .await
+        .expect("run did not return")
+        .expect("task")
+        .expect("clean shutdown");
+}
+
 /// Keeps each set's member count equal to its replicas.
 struct Sets {
     members: MemoryStore<Member>,
@@ -614,12 +625,7 @@ async fn shutdown_waits_the_grace_period_then_cancels_and_leaves_no_task() {
         })
         .await;
     let start = Instant::now();
-    stop.cancel();
-    timeout(LIMIT, run)
-        .await
-        .expect("run did not return")
-        .expect("task")
-        .expect("clean shutdown");
+    stop_controller(&stop, run).await;
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     assert_eq!(
         hang.dropped.load(Ordering::SeqCst),
@@ -788,12 +794,7 @@ async fn no_reconcile_starts_after_shutdown_even_from_a_run_of_keys() {
     // Let the worker go on if it would.
     sleep(Duration::from_secs(1)).await;
     assert_eq!(reconciler.calls.load(Ordering::SeqCst), 3);
-    stop.cancel();
-    timeout(LIMIT, run)
-        .await
-        .expect("run did not return")
-        .expect("task")
-        .expect("clean shutdown");
+    stop_controller(&stop, run).await;
     world.shut_down().await;
 }
 
@@ -839,10 +840,5 @@ async fn keys_gathered_before_a_panic_in_the_informer_are_not_lost() {
     })
     .await
     .expect("the keys gathered before the panic were never reconciled");
-    stop.cancel();
-    timeout(LIMIT, run)
-        .await
-        .expect("run did not return")
-        .expect("task")
-        .expect("clean shutdown");
+    stop_controller(&stop, run).await;
 }
