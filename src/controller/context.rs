@@ -82,12 +82,15 @@ impl<O: Object> fmt::Debug for Context<O> {
 }
 
 /// Read handles to every cache a controller watches, found by type.
-#[derive(Default)]
-pub(crate) struct Caches(Vec<Box<dyn Any + Send + Sync>>);
+///
+/// Cloned once per worker: contexts share their worker's copy, so handing
+/// one to a reconcile does not bounce a reference count between cores.
+#[derive(Default, Clone)]
+pub(crate) struct Caches(Vec<Arc<dyn Any + Send + Sync>>);
 
 impl Caches {
     pub(crate) fn push<P: Object>(&mut self, store: Store<P>) {
-        self.0.push(Box::new(store));
+        self.0.push(Arc::new(store));
     }
 
     fn get<P: Object>(&self) -> Option<Store<P>> {

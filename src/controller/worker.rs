@@ -98,6 +98,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // One token per worker, replaced only once cancelled (a timeout): a
         // child token per reconcile costs a lock on the shared parent.
         let mut cancel = Arc::new(hard_stop.child_token());
+        let caches = Arc::new(Caches::clone(&self.caches));
         let queue = &self.sink.queue;
         // Keys are taken in runs: from a backlog, while reconciles are quick,
         // up to `RUN` keys at once (each in flight for this worker), and
@@ -144,7 +145,8 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             let triggers = Triggers::from_bits(marks);
             let processed =
-                AssertUnwindSafe(self.process(&key, triggers, &cancel, started)).catch_unwind();
+                AssertUnwindSafe(self.process(&key, triggers, &cancel, &caches, started))
+                    .catch_unwind();
             let ended = match processed.await {
                 Ok(ended) => ended,
                 Err(panic) => {
@@ -167,6 +169,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         key: &O::Key,
         triggers: Triggers,
         cancel: &Arc<CancellationToken>,
+        caches: &Arc<Caches>,
         started: Instant,
     ) -> Instant {
         let queue = &self.sink.queue;
@@ -184,7 +187,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             attempt,
             triggers,
             cancel: Arc::clone(cancel),
-            caches: Arc::clone(&self.caches),
+            caches: Arc::clone(caches),
             fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
         };
         let span = tracing::info_span!(
