@@ -158,8 +158,9 @@ fn adding_to_a_shut_down_core_is_rejected() {
 /// One step of a random workload.
 #[derive(Debug, Clone)]
 enum Op {
-    Add(u8, i8),
-    AddAfter(u8, u64),
+    Add(u8, i8, Marks),
+    AddAfter(u8, u64, Marks),
+    MarkPending(u8, Marks),
     Get,
     Done(usize),
     Advance(u64),
@@ -168,8 +169,9 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..12u8, -1..=1i8).prop_map(|(k, p)| Op::Add(k, p)),
-        2 => (0..12u8, 0..50u64).prop_map(|(k, d)| Op::AddAfter(k, d)),
+        4 => (0..12u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Add(k, p, m)),
+        2 => (0..12u8, 0..50u64, mark()).prop_map(|(k, d, m)| Op::AddAfter(k, d, m)),
+        1 => (0..12u8, mark()).prop_map(|(k, m)| Op::MarkPending(k, m)),
         4 => Just(Op::Get),
         3 => (0..8usize).prop_map(Op::Done),
         2 => (0..30u64).prop_map(Op::Advance),
@@ -177,14 +179,20 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// One of four mark bits.
+fn mark() -> impl Strategy<Value = Marks> {
+    (0..4u8).prop_map(|bit| 1 << bit)
+}
+
 /// A plainly written reference queue. Orders are relative: a counter stamps
 /// ready entries and timers in the order the core stamps its sequence numbers.
+/// Marks follow the pending state they were added to.
 #[derive(Default)]
 struct Model {
-    ready: Vec<(u8, Priority, u64)>,
-    timers: HashMap<u8, (u64, u64)>,
+    ready: Vec<(u8, Priority, u64, Marks)>,
+    timers: HashMap<u8, (u64, u64, Marks)>,
     in_flight: HashSet<u8>,
-    dirty: HashMap<u8, Priority>,
+    dirty: HashMap<u8, (Priority, Marks)>,
     shut_down: bool,
     stamp: u64,
 }
@@ -195,10 +203,11 @@ impl Model {
         self.stamp
     }
 
-    fn add(&mut self, key: u8, priority: Priority) {
+    fn add(&mut self, key: u8, priority: Priority, marks: Marks) {
         if self.shut_down {
             return;
         }
+        // A cancelled timer's marks go with it.
         if self.in_flight.contains(&key) {
             // The dirty run replaces a timer: no demotion either.
             let priority = if self.timers.remove(&key).is_some() {
@@ -206,59 +215,74 @@ impl Model {
             } else {
                 priority
             };
-            let dirty = self.dirty.entry(key).or_insert(priority);
-            *dirty = (*dirty).max(priority);
+            let dirty = self.dirty.entry(key).or_insert((priority, 0));
+            dirty.0 = dirty.0.max(priority);
+            dirty.1 |= marks;
             return;
         }
         // A timer fires at normal priority: replacing it never demotes.
         let had_timer = self.timers.remove(&key).is_some();
         let stamp = self.stamp();
         if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
+            entry.3 |= marks;
             if priority > entry.1 {
-                *entry = (key, priority, stamp);
+                (entry.1, entry.2) = (priority, stamp);
             }
         } else if had_timer {
             self.ready
-                .push((key, priority.max(Priority::NORMAL), stamp));
+                .push((key, priority.max(Priority::NORMAL), stamp, marks));
         } else {
-            self.ready.push((key, priority, stamp));
+            self.ready.push((key, priority, stamp, marks));
         }
     }
 
-    fn add_after(&mut self, key: u8, at: u64, now: u64) {
+    fn add_after(&mut self, key: u8, at: u64, now: u64, marks: Marks) {
         if self.shut_down {
             return;
         }
         if at <= now {
-            return self.add(key, Priority::NORMAL);
+            return self.add(key, Priority::NORMAL, marks);
         }
         if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.0 == key) {
             return;
         }
         let stamp = self.stamp();
         match self.timers.get(&key) {
-            Some(&(deadline, _)) if deadline <= at => {}
+            Some(&(deadline, _, _)) if deadline <= at => {}
             _ => {
-                self.timers.insert(key, (at, stamp));
+                self.timers.insert(key, (at, stamp, marks));
             }
         }
+    }
+
+    fn mark_pending(&mut self, key: u8, marks: Marks) -> bool {
+        if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
+            entry.3 |= marks;
+        } else if let Some(timer) = self.timers.get_mut(&key) {
+            timer.2 |= marks;
+        } else if let Some(dirty) = self.dirty.get_mut(&key) {
+            dirty.1 |= marks;
+        } else {
+            return false;
+        }
+        true
     }
 
     fn fire(&mut self, now: u64) {
         let mut due: Vec<_> = self
             .timers
             .iter()
-            .filter(|(_, (at, _))| *at <= now)
-            .map(|(k, (at, stamp))| (*at, *stamp, *k))
+            .filter(|(_, (at, _, _))| *at <= now)
+            .map(|(k, (at, stamp, marks))| (*at, *stamp, *k, *marks))
             .collect();
         due.sort_unstable();
-        for (_, _, key) in due {
+        for (_, _, key, marks) in due {
             self.timers.remove(&key);
-            self.add(key, Priority::NORMAL);
+            self.add(key, Priority::NORMAL, marks);
         }
     }
 
-    fn next(&mut self, now: u64) -> Option<u8> {
+    fn next(&mut self, now: u64) -> Option<(u8, Marks)> {
         self.fire(now);
         let best = self
             .ready
@@ -266,17 +290,17 @@ impl Model {
             .enumerate()
             .max_by_key(|(_, e)| (e.1, std::cmp::Reverse(e.2)))?
             .0;
-        let (key, _, _) = self.ready.remove(best);
+        let (key, _, _, marks) = self.ready.remove(best);
         self.in_flight.insert(key);
-        Some(key)
+        Some((key, marks))
     }
 
     fn done(&mut self, key: u8) {
         self.in_flight.remove(&key);
-        if let Some(priority) = self.dirty.remove(&key) {
+        if let Some((priority, marks)) = self.dirty.remove(&key) {
             self.timers.remove(&key);
             let stamp = self.stamp();
-            self.ready.push((key, priority, stamp));
+            self.ready.push((key, priority, stamp, marks));
         }
     }
 }
@@ -296,22 +320,23 @@ proptest! {
         let mut held: Vec<u8> = Vec::new();
         for op in ops {
             match op {
-                Op::Add(key, p) => {
-                    core.add(key, Priority::new(p), 0, || ms(now));
-                    model.add(key, Priority::new(p));
+                Op::Add(key, p, marks) => {
+                    core.add(key, Priority::new(p), marks, || ms(now));
+                    model.add(key, Priority::new(p), marks);
                 }
-                Op::AddAfter(key, delay) => {
-                    core.add_after(key, ms(now + delay), 0, ms(now));
-                    model.add_after(key, now + delay, now);
+                Op::AddAfter(key, delay, marks) => {
+                    core.add_after(key, ms(now + delay), marks, ms(now));
+                    model.add_after(key, now + delay, now, marks);
+                }
+                Op::MarkPending(key, marks) => {
+                    let pending = core.mark_pending(&key, marks);
+                    prop_assert_eq!(pending, !model.shut_down && model.mark_pending(key, marks));
                 }
                 Op::Get => {
-                    let got = match core.next(ms(now)) {
-                        Next::Key { key, .. } => Some(key),
-                        Next::Empty { .. } | Next::ShutDown => None,
-                    };
+                    let got = take_marked(&mut core, ms(now));
                     let expected = if model.shut_down { None } else { model.next(now) };
                     prop_assert_eq!(got, expected);
-                    if let Some(key) = got {
+                    if let Some((key, _)) = got {
                         // Invariant 2: never handed to two workers at once.
                         prop_assert!(!held.contains(&key), "{} handed out twice", key);
                         held.push(key);
@@ -346,9 +371,9 @@ proptest! {
             }
             let later = now + 1_000;
             loop {
-                let got = take(&mut core, ms(later));
+                let got = take_marked(&mut core, ms(later));
                 prop_assert_eq!(got, model.next(later));
-                let Some(key) = got else { break };
+                let Some((key, _)) = got else { break };
                 core.done(&key, ms(later)).expect("in flight");
                 model.done(key);
             }
