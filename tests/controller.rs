@@ -842,3 +842,57 @@ async fn keys_gathered_before_a_panic_in_the_informer_are_not_lost() {
     .expect("the keys gathered before the panic were never reconciled");
     stop_controller(&stop, run).await;
 }
+
+/// Reconciles at once, except keys starting with `h`, which wait for ever.
+#[derive(Default)]
+struct SomeHang {
+    quick: Mutex<HashSet<String>>,
+}
+
+impl Reconciler<Set> for Arc<SomeHang> {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        if ctx.key().starts_with('h') {
+            std::future::pending::<()>().await;
+        }
+        self.quick
+            .lock()
+            .expect("not poisoned")
+            .insert(ctx.key().clone());
+        Ok(Action::Done)
+    }
+}
+
+/// Workers take quick keys in runs; a reconcile that waits hands the rest of
+/// its run back, so a hanging key never holds other keys from free workers.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
+    let mut world = World::new(None);
+    for n in 0..8 {
+        world
+            .sets
+            .create(set(&format!("h{n}"), 0))
+            .expect("created");
+    }
+    for n in 0..192 {
+        world
+            .sets
+            .create(set(&format!("q{n}"), 0))
+            .expect("created");
+    }
+    let reconciler = Arc::new(SomeHang::default());
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
+            .concurrency(NonZeroUsize::new(16).expect("non-zero"))
+            .shutdown_grace(Duration::from_secs(1))
+            .build()
+            .expect("valid"),
+    );
+    world
+        .until("every quick key reconciled", |_| {
+            reconciler.quick.lock().expect("not poisoned").len() == 192
+        })
+        .await;
+    world.shut_down().await;
+}

@@ -17,7 +17,7 @@ use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
 };
 use crate::informer::Store;
-use crate::queue::Marks;
+use crate::queue::{Marks, Priority};
 use crate::source::Object;
 
 /// Keys a worker takes at once from a backlog, while its reconciles are
@@ -104,9 +104,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // up to `RUN` keys at once (each in flight for this worker), and
         // the keys of a run are `done` together when the next run is taken.
         // So a fast controller takes one queue lock per run, not two per key;
-        // a slow one takes one key at a time, and no run leaves another
-        // worker without a ready key (see `done_and_take`'s `spare`).
-        let mut run: VecDeque<(O::Key, Marks)> = VecDeque::new();
+        // a slow one takes one key at a time, no run leaves another worker
+        // without a ready key (see `done_and_take`'s `spare`), and a
+        // reconcile that waits first hands the rest of its run back.
+        let mut run: VecDeque<(O::Key, Marks, Priority)> = VecDeque::new();
         let mut finished: Vec<O::Key> = Vec::new();
         let mut quick = true;
         // The clock reading that ended the last reconcile: it starts the next.
@@ -122,7 +123,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             // No new reconcile starts once the queue is shut down: the rest
             // of a run is handed back unprocessed.
             if !run.is_empty() && queue.is_closed() {
-                finished.extend(run.drain(..).map(|(key, _)| key));
+                finished.extend(run.drain(..).map(|(key, _, _)| key));
             }
             if run.is_empty() && !finished.is_empty() {
                 let max = if quick { RUN } else { 1 };
@@ -130,7 +131,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 quick = true;
             }
             let ((key, marks), started) = match run.pop_front() {
-                Some(taken) => (taken, last_end),
+                Some((key, marks, _)) => ((key, marks), last_end),
                 None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
                     Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,
@@ -145,7 +146,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             }
             let triggers = Triggers::from_bits(marks);
             let processed =
-                AssertUnwindSafe(self.process(&key, triggers, &cancel, &caches, started))
+                AssertUnwindSafe(self.process(&key, triggers, &cancel, &caches, &mut run, started))
                     .catch_unwind();
             let ended = match processed.await {
                 Ok(ended) => ended,
@@ -170,6 +171,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         triggers: Triggers,
         cancel: &Arc<CancellationToken>,
         caches: &Arc<Caches>,
+        run: &mut VecDeque<(O::Key, Marks, Priority)>,
         started: Instant,
     ) -> Instant {
         let queue = &self.sink.queue;
@@ -198,7 +200,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             trigger = %triggers,
         );
         let mut report = Report::start(&*self.observer, started);
-        let ran = self.call(ctx, cancel).instrument(span.clone()).await;
+        let ran = self.call(ctx, cancel, run).instrument(span.clone()).await;
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
@@ -207,8 +209,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     /// Runs the reconcile with panic catching, its timeout and the hard stop.
-    /// On a timeout the token is cancelled before the future is dropped.
-    async fn call(&self, ctx: Context<O>, cancel: &CancellationToken) -> Ran<R::Error> {
+    /// On a timeout the token is cancelled before the future is dropped. If
+    /// the reconcile waits, the keys of `run` it would hold up go back to the
+    /// queue first.
+    async fn call(
+        &self,
+        ctx: Context<O>,
+        cancel: &CancellationToken,
+        run: &mut VecDeque<(O::Key, Marks, Priority)>,
+    ) -> Ran<R::Error> {
         if cancel.is_cancelled() {
             return Ran::Cancelled;
         }
@@ -225,6 +234,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // lock) for those that wait.
         if let std::task::Poll::Ready(ran) = futures::poll!(reconcile.as_mut()) {
             return finished(ran);
+        }
+        if !run.is_empty() {
+            self.sink.queue.give_back(run.drain(..));
         }
         let deadline = self
             .timeout

@@ -259,6 +259,7 @@ pub(crate) enum Next<K> {
     Key {
         key: K,
         marks: Marks,
+        priority: Priority,
         waited: Duration,
         fired: usize,
     },
@@ -453,6 +454,7 @@ impl<K: QueueKey> Core<K> {
         Next::Key {
             key,
             marks: queued.marks,
+            priority: queued.priority,
             waited: now.saturating_duration_since(queued.since),
             fired,
         }

@@ -259,7 +259,7 @@ impl<K: QueueKey> WorkQueue<K> {
     pub(crate) async fn get_marked(&self) -> Option<(K, Marks)> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
-            Taken::Key(key, marks) => return Some((key, marks)),
+            Taken::Key(key, marks, _) => return Some((key, marks)),
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
         }
@@ -280,7 +280,7 @@ impl<K: QueueKey> WorkQueue<K> {
         now: Instant,
         max: usize,
         spare: usize,
-        taken: &mut VecDeque<(K, Marks)>,
+        taken: &mut VecDeque<(K, Marks, Priority)>,
     ) {
         debug_assert!(taken.is_empty(), "called with keys still to process");
         let now = self.stamp(now);
@@ -302,13 +302,14 @@ impl<K: QueueKey> WorkQueue<K> {
                     let Next::Key {
                         key,
                         marks,
+                        priority,
                         waited: w,
                         fired: f,
                     } = core.next(now)
                     else {
                         break;
                     };
-                    taken.push_back((key, marks));
+                    taken.push_back((key, marks, priority));
                     waited.push(w);
                     fired += f;
                 }
@@ -328,14 +329,39 @@ impl<K: QueueKey> WorkQueue<K> {
             self.report(|o| o.added());
         }
         let mut count = taken.len();
-        if let Taken::Key(key, marks) = self.took(look, ready) {
-            taken.push_front((key, marks));
+        if let Taken::Key(key, marks, priority) = self.took(look, ready) {
+            taken.push_front((key, marks, priority));
             count += 1;
         }
         // Keys queued again by these `done`s need workers, unless this one
         // took as many keys.
         for _ in count..requeued.max(count) {
             self.shared.ready.notify_one();
+        }
+    }
+
+    /// Hands keys a worker took but did not start back to the queue, ready
+    /// again with their marks and priority (for a run of keys whose worker
+    /// is held up): as if they were done, then added again.
+    pub(crate) fn give_back(&self, keys: impl IntoIterator<Item = (K, Marks, Priority)>) {
+        let now = self.now();
+        let ((ready_again, drained), _) = self.with_core(|core| {
+            let mut ready_again = 0;
+            for (key, marks, priority) in keys {
+                let requeued = core.done(&key, now).is_ok_and(|f| f.requeued);
+                let queued = core.add(key, priority, marks, || now) == Added::Queued;
+                ready_again += usize::from(requeued || queued);
+            }
+            (
+                ready_again,
+                core.is_shut_down() && core.in_flight_len() == 0,
+            )
+        });
+        for _ in 0..ready_again {
+            self.shared.ready.notify_one();
+        }
+        if drained {
+            self.shared.drained.notify_waiters();
         }
     }
 
@@ -347,7 +373,7 @@ impl<K: QueueKey> WorkQueue<K> {
             // the wait still wakes us.
             notified.as_mut().enable();
             let wake_at = match self.take_next(true) {
-                Taken::Key(key, marks) => return Some((key, marks)),
+                Taken::Key(key, marks, _) => return Some((key, marks)),
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,
             };
@@ -391,6 +417,7 @@ impl<K: QueueKey> WorkQueue<K> {
             Next::Key {
                 key,
                 marks,
+                priority,
                 waited,
                 fired,
             } => {
@@ -404,7 +431,7 @@ impl<K: QueueKey> WorkQueue<K> {
                     self.shared.ready.notify_one();
                 }
                 self.report(|o| o.queued_for(waited));
-                Taken::Key(key, marks)
+                Taken::Key(key, marks, priority)
             }
             Next::ShutDown => Taken::ShutDown,
             Next::Empty { wake_at } => Taken::Empty(wake_at),
@@ -616,7 +643,7 @@ impl<K: QueueKey> Drop for TimerWatch<'_, K> {
 
 /// What one look at the core found for a worker.
 enum Taken<K> {
-    Key(K, Marks),
+    Key(K, Marks, Priority),
     ShutDown,
     Empty(Option<Stamp>),
 }

@@ -402,10 +402,10 @@ mod runs {
         let mut run = VecDeque::new();
         queue.done_and_take(&mut done, Instant::now(), 4, 3, &mut run);
         assert!(done.is_empty());
-        let keys: Vec<u32> = run.iter().map(|(k, _)| *k).collect();
+        let keys: Vec<u32> = run.iter().map(|(k, _, _)| *k).collect();
         assert_eq!(keys, [1, 2, 3, 4], "in order, up to max");
         assert_eq!(queue.len(), 5);
-        let mut done: Vec<u32> = run.drain(..).map(|(k, _)| k).collect();
+        let mut done: Vec<u32> = run.drain(..).map(|(k, _, _)| k).collect();
         // Five ready, three spare: two more at most, whatever `max`.
         queue.done_and_take(&mut done, Instant::now(), 16, 3, &mut run);
         assert_eq!(run.len(), 2);
@@ -438,5 +438,49 @@ mod runs {
             .expect("task")
             .expect("open");
         assert_ne!(other, run[0].0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_given_back_are_ready_again_with_their_marks_and_priority() {
+        let queue = WorkQueue::new();
+        queue.add_marked(1u32, crate::Priority::LOW, 0b01);
+        queue.add_marked(2u32, crate::Priority::HIGH, 0b10);
+        let mut done = Vec::new();
+        let mut run = VecDeque::new();
+        queue.done_and_take(&mut done, Instant::now(), 2, 0, &mut run);
+        assert_eq!(run.len(), 2);
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.get_marked().await }
+        });
+        tokio::task::yield_now().await;
+        queue.give_back(run.drain(..));
+        let first = timeout(LIMIT, waiting)
+            .await
+            .expect("no worker was woken for the keys given back")
+            .expect("task")
+            .expect("open");
+        assert_eq!(first, (2, 0b10), "the high-priority key first");
+        assert_eq!(queue.get_marked().await, Some((1, 0b01)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn giving_back_the_last_keys_in_flight_ends_a_drain() {
+        let queue = WorkQueue::new();
+        queue.add(1u32);
+        let mut done = Vec::new();
+        let mut run = VecDeque::new();
+        queue.done_and_take(&mut done, Instant::now(), 1, 0, &mut run);
+        let drain = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.shutdown_with_drain().await }
+        });
+        tokio::task::yield_now().await;
+        queue.give_back(run.drain(..));
+        timeout(LIMIT, drain)
+            .await
+            .expect("the drain did not end")
+            .expect("task");
+        assert_eq!(queue.stats().in_flight, 0);
     }
 }
