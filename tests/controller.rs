@@ -896,3 +896,91 @@ async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
         .await;
     world.shut_down().await;
 }
+
+/// Counts reconciles; waits for ever on the key `hang`.
+#[derive(Default)]
+struct CountOrHang {
+    calls: AtomicUsize,
+    hanging: AtomicBool,
+}
+
+impl Reconciler<Set> for Arc<CountOrHang> {
+    type Error = Failed;
+
+    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if ctx.key() == "hang" {
+            self.hanging.store(true, Ordering::SeqCst);
+            std::future::pending::<()>().await;
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// While a reconcile of a run waits, the keys of the run processed before
+/// it are done (not held in flight) and the rest are back in the queue.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
+    let world = World::new(None);
+    for n in 0..60 {
+        world
+            .sets
+            .create(set(&format!("q{n}"), 0))
+            .expect("created");
+    }
+    world.sets.create(set("hang", 0)).expect("created");
+    let reconciler = Arc::new(CountOrHang::default());
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
+        .concurrency(NonZeroUsize::new(1).expect("non-zero"))
+        .shutdown_grace(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    let queue = controller.queue();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(controller.run(stop.clone()));
+    world
+        .until("the hanging key started", |_| {
+            reconciler.hanging.load(Ordering::SeqCst)
+        })
+        .await;
+    let in_flight: Vec<String> = queue.in_flight().into_iter().map(|k| k.key).collect();
+    assert_eq!(in_flight, ["hang"]);
+    stop_controller(&stop, run).await;
+    world.shut_down().await;
+}
+
+/// A controller whose task is aborted (its `run` future dropped) while a
+/// worker holds a run of keys leaves none of them in flight.
+#[tokio::test(start_paused = true)]
+async fn aborting_a_controller_mid_run_leaves_no_key_in_flight() {
+    let world = World::new(None);
+    for n in 0..1_000 {
+        world
+            .sets
+            .create(set(&format!("q{n}"), 0))
+            .expect("created");
+    }
+    let reconciler = Arc::new(CountOrHang::default());
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
+        .concurrency(NonZeroUsize::new(1).expect("non-zero"))
+        .build()
+        .expect("valid");
+    let queue = controller.queue();
+    let run = tokio::spawn(controller.run(CancellationToken::new()));
+    // Yields, not sleeps: the paused clock would only move once all is done.
+    timeout(LIMIT, async {
+        while reconciler.calls.load(Ordering::SeqCst) < 200 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("no reconcile ran");
+    run.abort();
+    assert!(
+        timeout(LIMIT, run).await.expect("abort").is_err(),
+        "aborted"
+    );
+    assert!(reconciler.calls.load(Ordering::SeqCst) < 1_000, "mid-way");
+    assert_eq!(queue.stats().in_flight, 0);
+    world.shut_down().await;
+}

@@ -17,7 +17,7 @@ use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
 };
 use crate::informer::Store;
-use crate::queue::{Marks, Priority};
+use crate::queue::{Handed, Worked};
 use crate::source::Object;
 
 /// Keys a worker takes at once from a backlog, while its reconciles are
@@ -84,6 +84,28 @@ impl Drop for Report<'_> {
     }
 }
 
+/// What a worker holds of the queue between two takes: the keys of its run
+/// not started yet, and the keys processed but not yet `done`. Dropping it
+/// (the worker's task aborted) releases them, so no key stays in flight.
+struct Held<'a, K: crate::QueueKey> {
+    queue: &'a crate::WorkQueue<K>,
+    run: VecDeque<Handed<K>>,
+    finished: Vec<Worked<K>>,
+}
+
+impl<K: crate::QueueKey> Held<'_, K> {
+    /// Ends the processed keys and hands the unstarted ones back.
+    fn release(&mut self) {
+        self.queue.release(&mut self.finished, &mut self.run);
+    }
+}
+
+impl<K: crate::QueueKey> Drop for Held<'_, K> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 /// How a reconcile call ended.
 enum Ran<E> {
     Returned(Result<Action, E>),
@@ -106,9 +128,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // So a fast controller takes one queue lock per run, not two per key;
         // a slow one takes one key at a time, no run leaves another worker
         // without a ready key (see `done_and_take`'s `spare`), and a
-        // reconcile that waits first hands the rest of its run back.
-        let mut run: VecDeque<(O::Key, Marks, Priority)> = VecDeque::new();
-        let mut finished: Vec<O::Key> = Vec::new();
+        // reconcile that waits, or turns out slow, releases the rest.
+        let mut held = Held {
+            queue,
+            run: VecDeque::new(),
+            finished: Vec::new(),
+        };
+        let spare = self.workers.saturating_sub(1);
         let mut quick = true;
         // The clock reading that ended the last reconcile: it starts the next.
         let mut last_end = Instant::now();
@@ -121,17 +147,17 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             // spend the task's budget so a backlog cannot monopolise a thread.
             tokio::task::consume_budget().await;
             // No new reconcile starts once the queue is shut down: the rest
-            // of a run is handed back unprocessed.
-            if !run.is_empty() && queue.is_closed() {
-                finished.extend(run.drain(..).map(|(key, _, _)| key));
+            // of a run is dropped unprocessed.
+            if !held.run.is_empty() && queue.is_closed() {
+                held.release();
             }
-            if run.is_empty() && !finished.is_empty() {
+            if held.run.is_empty() && !held.finished.is_empty() {
                 let max = if quick { RUN } else { 1 };
-                queue.done_and_take(&mut finished, last_end, max, self.workers, &mut run);
+                queue.done_and_take(&mut held.finished, last_end, max, spare, &mut held.run);
                 quick = true;
             }
-            let ((key, marks), started) = match run.pop_front() {
-                Some((key, marks, _)) => ((key, marks), last_end),
+            let ((key, marks), started) = match held.run.pop_front() {
+                Some(handed) => ((handed.key, handed.marks), last_end),
                 None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
                     Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,
@@ -145,35 +171,43 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 cancel = Arc::new(hard_stop.child_token());
             }
             let triggers = Triggers::from_bits(marks);
-            let processed =
-                AssertUnwindSafe(self.process(&key, triggers, &cancel, &caches, &mut run, started))
-                    .catch_unwind();
-            let ended = match processed.await {
-                Ok(ended) => ended,
+            let processed = AssertUnwindSafe(
+                self.process(&key, triggers, &cancel, &caches, &mut held, started),
+            )
+            .catch_unwind();
+            let (ended, waited) = match processed.await {
+                Ok(done) => done,
                 Err(panic) => {
                     tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         self.sink.push_retry(key.clone());
                     }));
-                    Instant::now()
+                    (Instant::now(), false)
                 }
             };
-            quick &= ended.saturating_duration_since(started) < QUICK;
-            finished.push(key);
+            let took = ended.saturating_duration_since(started);
+            quick &= !waited && took < QUICK;
+            held.finished.push((key, took));
             last_end = ended;
+            // A slow reconcile that did not wait held the rest of its run:
+            // release it now, for free workers to take.
+            if !quick && !held.run.is_empty() {
+                held.release();
+            }
         }
     }
 
-    /// Reconciles `key` (taken at `started`); returns when it ended.
+    /// Reconciles `key` (taken at `started`); returns when it ended and
+    /// whether the reconcile waited.
     async fn process(
         &self,
         key: &O::Key,
         triggers: Triggers,
         cancel: &Arc<CancellationToken>,
         caches: &Arc<Caches>,
-        run: &mut VecDeque<(O::Key, Marks, Priority)>,
+        held: &mut Held<'_, O::Key>,
         started: Instant,
-    ) -> Instant {
+    ) -> (Instant, bool) {
         let queue = &self.sink.queue;
         let attempt = queue.retries(key).saturating_add(1);
         // After a failure, whatever queued this run (the retry timer, or a
@@ -200,26 +234,26 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             trigger = %triggers,
         );
         let mut report = Report::start(&*self.observer, started);
-        let ran = self.call(ctx, cancel, run).instrument(span.clone()).await;
+        let (ran, waited) = self.call(ctx, cancel, held).instrument(span.clone()).await;
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
         report.finish(outcome, took);
-        ended
+        (ended, waited)
     }
 
     /// Runs the reconcile with panic catching, its timeout and the hard stop.
     /// On a timeout the token is cancelled before the future is dropped. If
-    /// the reconcile waits, the keys of `run` it would hold up go back to the
-    /// queue first.
+    /// the reconcile waits, what the worker holds is released first (and
+    /// `true` returned with the outcome).
     async fn call(
         &self,
         ctx: Context<O>,
         cancel: &CancellationToken,
-        run: &mut VecDeque<(O::Key, Marks, Priority)>,
-    ) -> Ran<R::Error> {
+        held: &mut Held<'_, O::Key>,
+    ) -> (Ran<R::Error>, bool) {
         if cancel.is_cancelled() {
-            return Ran::Cancelled;
+            return (Ran::Cancelled, false);
         }
         // Built inside the guarded future: a `reconcile` that panics before
         // its first `.await` is caught too.
@@ -233,11 +267,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // runtime lookup and a clock read) and register with the token (a
         // lock) for those that wait.
         if let std::task::Poll::Ready(ran) = futures::poll!(reconcile.as_mut()) {
-            return finished(ran);
+            return (finished(ran), false);
         }
-        if !run.is_empty() {
-            self.sink.queue.give_back(run.drain(..));
-        }
+        held.release();
         let deadline = self
             .timeout
             .and_then(|limit| Instant::now().checked_add(limit));
@@ -247,7 +279,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let ran = tokio::select! {
             biased;
             ran = &mut reconcile => finished(ran),
             () = cancel.cancelled() => Ran::Cancelled,
@@ -255,7 +287,8 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 cancel.cancel();
                 Ran::TimedOut
             }
-        }
+        };
+        (ran, true)
     }
 
     /// Acts on the outcome: forget or back off, requeue, log.

@@ -260,6 +260,8 @@ pub(crate) enum Next<K> {
         key: K,
         marks: Marks,
         priority: Priority,
+        /// When it became ready (its age, kept if it is handed back).
+        since: Stamp,
         waited: Duration,
         fired: usize,
     },
@@ -267,6 +269,17 @@ pub(crate) enum Next<K> {
     Empty { wake_at: Option<Stamp> },
     /// The queue is shut down.
     ShutDown,
+}
+
+/// What `restore` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// The key is ready again.
+    Ready,
+    /// The queue is shut down: the key was dropped (and counted).
+    Dropped,
+    /// No worker held the key.
+    NotInFlight,
 }
 
 /// The key passed to `done` was not being processed.
@@ -455,6 +468,7 @@ impl<K: QueueKey> Core<K> {
             key,
             marks: queued.marks,
             priority: queued.priority,
+            since: queued.since,
             waited: now.saturating_duration_since(queued.since),
             fired,
         }
@@ -497,6 +511,55 @@ impl<K: QueueKey> Core<K> {
             worked,
             requeued: true,
         })
+    }
+
+    /// Hands back a key taken but not started: ready again first in its
+    /// level, with its priority, marks and age, as if never taken. What an
+    /// add made dirty meanwhile is merged in, and a timer set meanwhile is
+    /// cancelled (ready is sooner). After shutdown the key is dropped.
+    pub(crate) fn restore(
+        &mut self,
+        key: K,
+        mut priority: Priority,
+        mut marks: Marks,
+        mut since: Stamp,
+    ) -> Restored {
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return Restored::NotInFlight;
+        };
+        if !slot.has(IN_FLIGHT) {
+            return Restored::NotInFlight;
+        }
+        slot.state &= !IN_FLIGHT;
+        self.in_flight -= 1;
+        if self.shut_down {
+            // Shutdown kept only the in-flight mark; nothing else is pending.
+            self.slots.remove(&key);
+            self.dropped += 1;
+            return Restored::Dropped;
+        }
+        if let Some(dirty) = slot.take_dirty() {
+            priority = priority.max(dirty.priority);
+            marks |= dirty.marks;
+            since = since.min(dirty.since);
+        }
+        if slot.take_timer().is_some() {
+            self.scheduled -= 1;
+            self.stale_timers += 1;
+            priority = priority.max(Priority::NORMAL);
+        }
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        slot.set_queued(Queued {
+            seq,
+            priority,
+            since,
+            marks,
+        });
+        self.levels
+            .push_front(priority, ReadyEntry { seq, since, key });
+        self.ready += 1;
+        Restored::Ready
     }
 
     /// Stops the queue: drops every ready, scheduled and dirty key and returns

@@ -25,7 +25,19 @@ impl<K> Levels<K> {
     }
 
     pub(super) fn push(&mut self, priority: Priority, entry: ReadyEntry<K>) {
-        let at = match self.levels.iter().position(|(p, _)| *p <= priority) {
+        let at = self.level(priority);
+        self.levels[at].1.push_back(entry);
+    }
+
+    /// Puts `entry` first in its level (a key handed back, not started).
+    pub(super) fn push_front(&mut self, priority: Priority, entry: ReadyEntry<K>) {
+        let at = self.level(priority);
+        self.levels[at].1.push_front(entry);
+    }
+
+    /// The index of `priority`'s level, made if missing.
+    fn level(&mut self, priority: Priority) -> usize {
+        match self.levels.iter().position(|(p, _)| *p <= priority) {
             Some(at) if self.levels[at].0 == priority => at,
             Some(at) => {
                 self.levels.insert(at, (priority, VecDeque::new()));
@@ -35,8 +47,7 @@ impl<K> Levels<K> {
                 self.levels.push((priority, VecDeque::new()));
                 self.levels.len() - 1
             }
-        };
-        self.levels[at].1.push_back(entry);
+        }
     }
 
     /// The non-empty levels, highest first, with their oldest entry.

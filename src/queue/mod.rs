@@ -35,11 +35,11 @@ mod levels;
 mod loom_tests;
 mod observer;
 mod priority;
+mod runs;
 mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
@@ -52,6 +52,7 @@ use tokio::time::Instant;
 
 pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
+pub(crate) use self::runs::{Handed, Worked};
 use self::stamp::{Epoch, Stamp};
 use crate::rate_limit::RateLimiter;
 use crate::sync::{Mutex, lock};
@@ -259,110 +260,11 @@ impl<K: QueueKey> WorkQueue<K> {
     pub(crate) async fn get_marked(&self) -> Option<(K, Marks)> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
-            Taken::Key(key, marks, _) => return Some((key, marks)),
+            Taken::Key(handed) => return Some((handed.key, handed.marks)),
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
         }
         self.wait_next().await
-    }
-
-    /// Ends the processing of every key in `done` (emptying it) as
-    /// [`done`](Self::done) would, then takes up to `max` ready keys into
-    /// `taken`, all under one lock: what a worker does between two runs of
-    /// reconciles. Beyond the first key, keys are taken only while more than
-    /// `spare` stay ready for other workers. `now` is the caller's reading of
-    /// tokio's clock (a worker reads it once to end one reconcile and start
-    /// the next). `taken` must be empty; keys in `done` that no worker holds
-    /// are ignored.
-    pub(crate) fn done_and_take(
-        &self,
-        done: &mut Vec<K>,
-        now: Instant,
-        max: usize,
-        spare: usize,
-        taken: &mut VecDeque<(K, Marks, Priority)>,
-    ) {
-        debug_assert!(taken.is_empty(), "called with keys still to process");
-        let now = self.stamp(now);
-        let mut worked = Vec::with_capacity(done.len());
-        let mut requeued = 0;
-        let mut waited = Vec::new();
-        let ((look, drained, fired), ready) = self.with_core(|core| {
-            for key in done.drain(..) {
-                if let Ok(finished) = core.done(&key, now) {
-                    worked.push(finished.worked);
-                    requeued += usize::from(finished.requeued);
-                }
-            }
-            let drained = core.is_shut_down() && core.in_flight_len() == 0;
-            let look = self.look(core, now, false);
-            let mut fired = 0;
-            if matches!(look.0, Next::Key { .. }) {
-                while taken.len() + 1 < max && core.ready_len() > spare {
-                    let Next::Key {
-                        key,
-                        marks,
-                        priority,
-                        waited: w,
-                        fired: f,
-                    } = core.next(now)
-                    else {
-                        break;
-                    };
-                    taken.push_back((key, marks, priority));
-                    waited.push(w);
-                    fired += f;
-                }
-            }
-            (look, drained, fired)
-        });
-        if drained {
-            self.shared.drained.notify_waiters();
-        }
-        for worked in worked {
-            self.report(|o| o.worked_for(worked));
-        }
-        for waited in waited {
-            self.report(|o| o.queued_for(waited));
-        }
-        for _ in 0..fired {
-            self.report(|o| o.added());
-        }
-        let mut count = taken.len();
-        if let Taken::Key(key, marks, priority) = self.took(look, ready) {
-            taken.push_front((key, marks, priority));
-            count += 1;
-        }
-        // Keys queued again by these `done`s need workers, unless this one
-        // took as many keys.
-        for _ in count..requeued.max(count) {
-            self.shared.ready.notify_one();
-        }
-    }
-
-    /// Hands keys a worker took but did not start back to the queue, ready
-    /// again with their marks and priority (for a run of keys whose worker
-    /// is held up): as if they were done, then added again.
-    pub(crate) fn give_back(&self, keys: impl IntoIterator<Item = (K, Marks, Priority)>) {
-        let now = self.now();
-        let ((ready_again, drained), _) = self.with_core(|core| {
-            let mut ready_again = 0;
-            for (key, marks, priority) in keys {
-                let requeued = core.done(&key, now).is_ok_and(|f| f.requeued);
-                let queued = core.add(key, priority, marks, || now) == Added::Queued;
-                ready_again += usize::from(requeued || queued);
-            }
-            (
-                ready_again,
-                core.is_shut_down() && core.in_flight_len() == 0,
-            )
-        });
-        for _ in 0..ready_again {
-            self.shared.ready.notify_one();
-        }
-        if drained {
-            self.shared.drained.notify_waiters();
-        }
     }
 
     async fn wait_next(&self) -> Option<(K, Marks)> {
@@ -373,7 +275,7 @@ impl<K: QueueKey> WorkQueue<K> {
             // the wait still wakes us.
             notified.as_mut().enable();
             let wake_at = match self.take_next(true) {
-                Taken::Key(key, marks, _) => return Some((key, marks)),
+                Taken::Key(handed) => return Some((handed.key, handed.marks)),
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,
             };
@@ -418,6 +320,7 @@ impl<K: QueueKey> WorkQueue<K> {
                 key,
                 marks,
                 priority,
+                since,
                 waited,
                 fired,
             } => {
@@ -431,7 +334,12 @@ impl<K: QueueKey> WorkQueue<K> {
                     self.shared.ready.notify_one();
                 }
                 self.report(|o| o.queued_for(waited));
-                Taken::Key(key, marks, priority)
+                Taken::Key(Handed {
+                    key,
+                    marks,
+                    priority,
+                    since,
+                })
             }
             Next::ShutDown => Taken::ShutDown,
             Next::Empty { wake_at } => Taken::Empty(wake_at),
@@ -643,7 +551,7 @@ impl<K: QueueKey> Drop for TimerWatch<'_, K> {
 
 /// What one look at the core found for a worker.
 enum Taken<K> {
-    Key(K, Marks, Priority),
+    Key(Handed<K>),
     ShutDown,
     Empty(Option<Stamp>),
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::Priority;
-use super::core::{Added, Core, Marks, Next, Scheduled};
+use super::core::{Added, Core, Marks, Next, Restored, Scheduled};
 use super::stamp::Stamp;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -145,6 +145,82 @@ fn marking_a_pending_key_reaches_its_next_run() {
     assert_eq!(take_marked(&mut core, due), Some((1, 0b1000)));
 }
 
+fn take_next(core: &mut Core<u8>, now: Stamp) -> (u8, Marks, Priority, Stamp, Duration) {
+    match core.next(now) {
+        Next::Key {
+            key,
+            marks,
+            priority,
+            since,
+            waited,
+            ..
+        } => (key, marks, priority, since, waited),
+        other => panic!("expected a key, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_restored_key_goes_first_in_its_level_with_its_age() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    let t1 = t0.after(Duration::from_secs(1));
+    let t2 = t0.after(Duration::from_secs(2));
+    core.add(1u8, Priority::LOW, 0b01, || t0);
+    core.add(2, Priority::LOW, 0, || t1);
+    let (key, marks, priority, since, _) = take_next(&mut core, t1);
+    assert_eq!(key, 1);
+    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    assert_eq!(core.in_flight_len(), 0);
+    let (key, marks, priority, _, waited) = take_next(&mut core, t2);
+    assert_eq!((key, marks, priority), (1, 0b01, Priority::LOW));
+    assert_eq!(waited, Duration::from_secs(2), "its age counts from t0");
+}
+
+#[test]
+fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    core.add(1u8, Priority::LOW, 0b01, || t0);
+    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    core.add_after(1, t0.after(HOUR), 0b100, t0);
+    assert_eq!(core.scheduled_len(), 1);
+    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    assert_eq!(core.scheduled_len(), 0, "ready now is sooner");
+    let (_, marks, priority, _, _) = take_next(&mut core, t0);
+    assert_eq!(
+        priority,
+        Priority::NORMAL,
+        "a cancelled timer's key is not demoted"
+    );
+    assert_eq!(marks, 0b01, "the cancelled timer's marks go with it");
+    core.done(&1, t0).expect("in flight");
+
+    core.add(1, Priority::LOW, 0b01, || t0);
+    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    core.add(1, Priority::HIGH, 0b10, || t0);
+    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    assert_eq!(core.ready_len(), 1, "once, though dirty too");
+    let (_, marks, priority, _, _) = take_next(&mut core, t0);
+    assert_eq!((marks, priority), (0b11, Priority::HIGH));
+    assert!(!core.done(&1, t0).expect("in flight").requeued);
+}
+
+#[test]
+fn restoring_after_shutdown_drops_the_key() {
+    let mut core = Core::new(HOUR);
+    let t0 = Stamp::default();
+    core.add(1u8, Priority::NORMAL, 0, || t0);
+    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    core.shut_down();
+    assert_eq!(core.restore(key, priority, marks, since), Restored::Dropped);
+    assert_eq!(core.in_flight_len(), 0);
+    assert_eq!(core.dropped(), 1);
+    assert_eq!(
+        core.restore(1, priority, marks, since),
+        Restored::NotInFlight
+    );
+}
+
 #[test]
 fn adding_to_a_shut_down_core_is_rejected() {
     let mut core = Core::new(HOUR);
@@ -163,6 +239,7 @@ enum Op {
     MarkPending(u8, Marks),
     Get,
     Done(usize),
+    Restore(usize),
     Advance(u64),
     Shutdown,
 }
@@ -174,6 +251,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..12u8, mark()).prop_map(|(k, m)| Op::MarkPending(k, m)),
         4 => Just(Op::Get),
         3 => (0..8usize).prop_map(Op::Done),
+        1 => (0..8usize).prop_map(Op::Restore),
         2 => (0..30u64).prop_map(Op::Advance),
         1 => Just(Op::Shutdown),
     ]
@@ -189,18 +267,39 @@ fn mark() -> impl Strategy<Value = Marks> {
 /// Marks follow the pending state they were added to.
 #[derive(Default)]
 struct Model {
-    ready: Vec<(u8, Priority, u64, Marks)>,
-    timers: HashMap<u8, (u64, u64, Marks)>,
+    /// Ordered by priority, then stamp (lower first).
+    ready: Vec<(u8, Priority, i64, Marks)>,
+    timers: HashMap<u8, (u64, i64, Marks)>,
     in_flight: HashSet<u8>,
     dirty: HashMap<u8, (Priority, Marks)>,
     shut_down: bool,
-    stamp: u64,
+    stamp: i64,
+    /// Stamps for keys put back first in their level, counting down.
+    front: i64,
 }
 
 impl Model {
-    fn stamp(&mut self) -> u64 {
+    fn stamp(&mut self) -> i64 {
         self.stamp += 1;
         self.stamp
+    }
+
+    /// A key taken but not started comes back first in its level, merged
+    /// with an add made meanwhile; a timer set meanwhile is cancelled.
+    fn restore(&mut self, key: u8, mut priority: Priority, mut marks: Marks) {
+        self.in_flight.remove(&key);
+        if self.shut_down {
+            return;
+        }
+        if let Some((dirty, more)) = self.dirty.remove(&key) {
+            priority = priority.max(dirty);
+            marks |= more;
+        }
+        if self.timers.remove(&key).is_some() {
+            priority = priority.max(Priority::NORMAL);
+        }
+        self.front -= 1;
+        self.ready.push((key, priority, self.front, marks));
     }
 
     fn add(&mut self, key: u8, priority: Priority, marks: Marks) {
@@ -317,7 +416,8 @@ proptest! {
         let mut core = Core::new(HOUR);
         let mut model = Model::default();
         let mut now = 0u64;
-        let mut held: Vec<u8> = Vec::new();
+        // Keys handed out, with what a restore needs.
+        let mut held: Vec<(u8, Marks, Priority, Stamp)> = Vec::new();
         for op in ops {
             match op {
                 Op::Add(key, p, marks) => {
@@ -333,17 +433,30 @@ proptest! {
                     prop_assert_eq!(pending, !model.shut_down && model.mark_pending(key, marks));
                 }
                 Op::Get => {
-                    let got = take_marked(&mut core, ms(now));
+                    let got = match core.next(ms(now)) {
+                        Next::Key { key, marks, priority, since, .. } => Some((key, marks, priority, since)),
+                        Next::Empty { .. } | Next::ShutDown => None,
+                    };
                     let expected = if model.shut_down { None } else { model.next(now) };
-                    prop_assert_eq!(got, expected);
-                    if let Some((key, _)) = got {
+                    prop_assert_eq!(got.map(|(k, m, _, _)| (k, m)), expected);
+                    if let Some(taken) = got {
                         // Invariant 2: never handed to two workers at once.
-                        prop_assert!(!held.contains(&key), "{} handed out twice", key);
-                        held.push(key);
+                        prop_assert!(!held.iter().any(|h| h.0 == taken.0), "{} handed out twice", taken.0);
+                        held.push(taken);
                     }
                 }
+                Op::Restore(i) if !held.is_empty() => {
+                    let (key, marks, priority, since) = held.remove(i % held.len());
+                    let restored = core.restore(key, priority, marks, since);
+                    let expected = if model.shut_down { Restored::Dropped } else { Restored::Ready };
+                    prop_assert_eq!(restored, expected);
+                    model.restore(key, priority, marks);
+                }
+                Op::Restore(_) => {
+                    prop_assert_eq!(core.restore(0, Priority::NORMAL, 0, ms(now)), Restored::NotInFlight);
+                }
                 Op::Done(i) if !held.is_empty() => {
-                    let key = held.remove(i % held.len());
+                    let (key, ..) = held.remove(i % held.len());
                     prop_assert!(core.done(&key, ms(now)).is_ok());
                     model.done(key);
                 }
@@ -365,7 +478,7 @@ proptest! {
         // Invariant 3: nothing added is lost. Finish all work, let every
         // timer fire, and serve until empty: exactly the model's keys come out.
         if !model.shut_down {
-            for key in held.drain(..) {
+            for (key, ..) in held.drain(..) {
                 core.done(&key, ms(now)).expect("in flight");
                 model.done(key);
             }
@@ -398,14 +511,14 @@ mod runs {
             queue.add(key);
         }
         let first = queue.get().await.expect("open");
-        let mut done = vec![first];
+        let mut done = vec![(first, Duration::ZERO)];
         let mut run = VecDeque::new();
         queue.done_and_take(&mut done, Instant::now(), 4, 3, &mut run);
         assert!(done.is_empty());
-        let keys: Vec<u32> = run.iter().map(|(k, _, _)| *k).collect();
+        let keys: Vec<u32> = run.iter().map(|h| h.key).collect();
         assert_eq!(keys, [1, 2, 3, 4], "in order, up to max");
         assert_eq!(queue.len(), 5);
-        let mut done: Vec<u32> = run.drain(..).map(|(k, _, _)| k).collect();
+        let mut done: Vec<_> = run.drain(..).map(|h| (h.key, Duration::ZERO)).collect();
         // Five ready, three spare: two more at most, whatever `max`.
         queue.done_and_take(&mut done, Instant::now(), 16, 3, &mut run);
         assert_eq!(run.len(), 2);
@@ -429,7 +542,7 @@ mod runs {
             async move { queue.get().await }
         });
         tokio::task::yield_now().await;
-        let mut done = vec![x, y];
+        let mut done = vec![(x, Duration::ZERO), (y, Duration::ZERO)];
         queue.done_and_take(&mut done, Instant::now(), 1, 0, &mut run);
         assert_eq!(run.len(), 1, "one key for this worker");
         let other = timeout(LIMIT, waiting)
@@ -437,7 +550,7 @@ mod runs {
             .expect("the waiting worker was not woken for the other key")
             .expect("task")
             .expect("open");
-        assert_ne!(other, run[0].0);
+        assert_ne!(other, run[0].key);
     }
 
     #[tokio::test(start_paused = true)]
@@ -454,7 +567,7 @@ mod runs {
             async move { queue.get_marked().await }
         });
         tokio::task::yield_now().await;
-        queue.give_back(run.drain(..));
+        queue.release(&mut Vec::new(), &mut run);
         let first = timeout(LIMIT, waiting)
             .await
             .expect("no worker was woken for the keys given back")
@@ -476,11 +589,33 @@ mod runs {
             async move { queue.shutdown_with_drain().await }
         });
         tokio::task::yield_now().await;
-        queue.give_back(run.drain(..));
+        queue.release(&mut Vec::new(), &mut run);
         timeout(LIMIT, drain)
             .await
             .expect("the drain did not end")
             .expect("task");
         assert_eq!(queue.stats().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_given_back_keep_their_order_ahead_of_later_ones() {
+        let queue = WorkQueue::new();
+        for key in 0..5u32 {
+            queue.add(key);
+        }
+        let mut run = VecDeque::new();
+        queue.done_and_take(&mut Vec::new(), Instant::now(), 3, 0, &mut run);
+        assert_eq!(run.len(), 3);
+        queue.add(5);
+        queue.release(&mut Vec::new(), &mut run);
+        let mut order = Vec::new();
+        while let Some(key) = timeout(LIMIT, queue.get()).await.ok().flatten() {
+            order.push(key);
+            queue.done(&key).expect("held");
+            if order.len() == 6 {
+                break;
+            }
+        }
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
     }
 }

@@ -1,0 +1,157 @@
+//! Runs of keys: how a controller's workers take several quick keys under
+//! one lock, end them together, and hand back the ones they will not start.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::core::{Next, Restored};
+use super::stamp::Stamp;
+use super::{Marks, Priority, QueueKey, Taken, WorkQueue};
+
+/// A key handed to a worker, with what the queue needs to take it back.
+#[derive(Debug)]
+pub(crate) struct Handed<K> {
+    pub(crate) key: K,
+    pub(crate) marks: Marks,
+    pub(super) priority: Priority,
+    pub(super) since: Stamp,
+}
+
+/// A key a worker processed, and how long its reconcile took.
+pub(crate) type Worked<K> = (K, Duration);
+
+impl<K: QueueKey> WorkQueue<K> {
+    /// Ends every key in `done` (emptying it) as [`done`](Self::done) would,
+    /// then takes up to `max` ready keys into `taken`, all under one lock:
+    /// what a worker does between two runs of reconciles. Beyond the first
+    /// key, keys are taken only while more than `spare` stay ready for other
+    /// workers. `now` is the caller's reading of tokio's clock (a worker
+    /// reads it once to end one reconcile and start the next). `taken` must
+    /// be empty; keys in `done` that no worker holds are ignored.
+    pub(crate) fn done_and_take(
+        &self,
+        done: &mut Vec<Worked<K>>,
+        now: Instant,
+        max: usize,
+        spare: usize,
+        taken: &mut VecDeque<Handed<K>>,
+    ) {
+        debug_assert!(taken.is_empty(), "called with keys still to process");
+        let now = self.stamp(now);
+        let mut worked = Vec::with_capacity(done.len());
+        let mut requeued = 0;
+        let mut waited = Vec::new();
+        let ((look, drained, fired), ready) = self.with_core(|core| {
+            for (key, took) in done.drain(..) {
+                if let Ok(finished) = core.done(&key, now) {
+                    worked.push(took);
+                    requeued += usize::from(finished.requeued);
+                }
+            }
+            let drained = core.is_shut_down() && core.in_flight_len() == 0;
+            let look = self.look(core, now, false);
+            let mut fired = 0;
+            if matches!(look.0, Next::Key { .. }) {
+                while taken.len() + 1 < max && core.ready_len() > spare {
+                    let Next::Key {
+                        key,
+                        marks,
+                        priority,
+                        since,
+                        waited: w,
+                        fired: f,
+                    } = core.next(now)
+                    else {
+                        break;
+                    };
+                    taken.push_back(Handed {
+                        key,
+                        marks,
+                        priority,
+                        since,
+                    });
+                    waited.push(w);
+                    fired += f;
+                }
+            }
+            (look, drained, fired)
+        });
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+        // The worker's own measure: a key's time in flight also counts the
+        // keys of its run before it.
+        for took in worked {
+            self.report(|o| o.worked_for(took));
+        }
+        for waited in waited {
+            self.report(|o| o.queued_for(waited));
+        }
+        for _ in 0..fired {
+            self.report(|o| o.added());
+        }
+        let mut count = taken.len();
+        if let Taken::Key(handed) = self.took(look, ready) {
+            taken.push_front(handed);
+            count += 1;
+        }
+        // Keys queued again by these `done`s need workers, unless this one
+        // took as many keys.
+        for _ in count..requeued.max(count) {
+            self.shared.ready.notify_one();
+        }
+    }
+
+    /// Ends every key in `done` and hands every key of `unstarted` back
+    /// (emptying both), under one lock: for a worker whose reconcile waits,
+    /// or that stops. A key handed back is ready again first in its level,
+    /// with its marks, priority and age; after shutdown it is dropped (and
+    /// counted in [`QueueStats::dropped`](super::QueueStats::dropped)).
+    pub(crate) fn release(&self, done: &mut Vec<Worked<K>>, unstarted: &mut VecDeque<Handed<K>>) {
+        if done.is_empty() && unstarted.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let mut worked = Vec::with_capacity(done.len());
+        let ((ready_again, dropped, drained), _) = self.with_core(|core| {
+            let mut ready_again = 0;
+            for (key, took) in done.drain(..) {
+                if let Ok(finished) = core.done(&key, now) {
+                    worked.push(took);
+                    ready_again += usize::from(finished.requeued);
+                }
+            }
+            let mut dropped = 0u64;
+            // From the back, each first in its level: the run's order stays.
+            while let Some(handed) = unstarted.pop_back() {
+                let Handed {
+                    key,
+                    marks,
+                    priority,
+                    since,
+                } = handed;
+                match core.restore(key, priority, marks, since) {
+                    Restored::Ready => ready_again += 1,
+                    Restored::Dropped => dropped += 1,
+                    Restored::NotInFlight => {}
+                }
+            }
+            let drained = core.is_shut_down() && core.in_flight_len() == 0;
+            (ready_again, dropped, drained)
+        });
+        for took in worked {
+            self.report(|o| o.worked_for(took));
+        }
+        for _ in 0..ready_again {
+            self.shared.ready.notify_one();
+        }
+        if dropped > 0 {
+            self.report(|o| o.dropped(dropped));
+        }
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+    }
+}
