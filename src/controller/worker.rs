@@ -157,7 +157,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 quick = true;
             }
             let ((key, marks), started) = match held.run.pop_front() {
-                Some(handed) => ((handed.key, handed.marks), last_end),
+                Some(handed) => {
+                    queue.started(&handed, last_end);
+                    ((handed.key, handed.marks), last_end)
+                }
                 None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
                     Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,

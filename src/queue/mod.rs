@@ -260,7 +260,10 @@ impl<K: QueueKey> WorkQueue<K> {
     pub(crate) async fn get_marked(&self) -> Option<(K, Marks)> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
-            Taken::Key(handed) => return Some((handed.key, handed.marks)),
+            Taken::Key(handed, waited) => {
+                self.report(|o| o.queued_for(waited));
+                return Some((handed.key, handed.marks));
+            }
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
         }
@@ -275,7 +278,10 @@ impl<K: QueueKey> WorkQueue<K> {
             // the wait still wakes us.
             notified.as_mut().enable();
             let wake_at = match self.take_next(true) {
-                Taken::Key(handed) => return Some((handed.key, handed.marks)),
+                Taken::Key(handed, waited) => {
+                    self.report(|o| o.queued_for(waited));
+                    return Some((handed.key, handed.marks));
+                }
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,
             };
@@ -333,13 +339,13 @@ impl<K: QueueKey> WorkQueue<K> {
                 for _ in 0..fired.min(ready) + usize::from(unwatched) {
                     self.shared.ready.notify_one();
                 }
-                self.report(|o| o.queued_for(waited));
-                Taken::Key(Handed {
+                let handed = Handed {
                     key,
                     marks,
                     priority,
                     since,
-                })
+                };
+                Taken::Key(handed, waited)
             }
             Next::ShutDown => Taken::ShutDown,
             Next::Empty { wake_at } => Taken::Empty(wake_at),
@@ -551,7 +557,8 @@ impl<K: QueueKey> Drop for TimerWatch<'_, K> {
 
 /// What one look at the core found for a worker.
 enum Taken<K> {
-    Key(Handed<K>),
+    /// A key, and how long it waited (reported once its processing starts).
+    Key(Handed<K>, Duration),
     ShutDown,
     Empty(Option<Stamp>),
 }

@@ -42,7 +42,6 @@ impl<K: QueueKey> WorkQueue<K> {
         let now = self.stamp(now);
         let mut worked = Vec::with_capacity(done.len());
         let mut requeued = 0;
-        let mut waited = Vec::new();
         let ((look, drained, fired), ready) = self.with_core(|core| {
             for (key, took) in done.drain(..) {
                 if let Ok(finished) = core.done(&key, now) {
@@ -60,8 +59,8 @@ impl<K: QueueKey> WorkQueue<K> {
                         marks,
                         priority,
                         since,
-                        waited: w,
                         fired: f,
+                        ..
                     } = core.next(now)
                     else {
                         break;
@@ -72,7 +71,6 @@ impl<K: QueueKey> WorkQueue<K> {
                         priority,
                         since,
                     });
-                    waited.push(w);
                     fired += f;
                 }
             }
@@ -86,14 +84,11 @@ impl<K: QueueKey> WorkQueue<K> {
         for took in worked {
             self.report(|o| o.worked_for(took));
         }
-        for waited in waited {
-            self.report(|o| o.queued_for(waited));
-        }
         for _ in 0..fired {
             self.report(|o| o.added());
         }
         let mut count = taken.len();
-        if let Taken::Key(handed) = self.took(look, ready) {
+        if let Taken::Key(handed, _) = self.took(look, ready) {
             taken.push_front(handed);
             count += 1;
         }
@@ -102,6 +97,14 @@ impl<K: QueueKey> WorkQueue<K> {
         for _ in count..requeued.max(count) {
             self.shared.ready.notify_one();
         }
+    }
+
+    /// Reports how long `handed` waited in the queue, as its processing
+    /// starts at `at`: keys of a run are reported when started, so a key
+    /// handed back and taken again is reported once.
+    pub(crate) fn started(&self, handed: &Handed<K>, at: Instant) {
+        let waited = self.stamp(at).saturating_duration_since(handed.since);
+        self.report(|o| o.queued_for(waited));
     }
 
     /// Ends every key in `done` and hands every key of `unstarted` back

@@ -618,4 +618,37 @@ mod runs {
         }
         assert_eq!(order, [0, 1, 2, 3, 4, 5]);
     }
+
+    /// Counts `queued_for` reports.
+    #[derive(Default)]
+    struct Waits(std::sync::atomic::AtomicUsize);
+
+    impl crate::QueueObserver for Waits {
+        fn queued_for(&self, _waited: Duration) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn time_in_queue_is_reported_once_per_key_started_even_if_handed_back() {
+        let waits = std::sync::Arc::new(Waits::default());
+        let queue = WorkQueue::builder().observer(waits.clone()).build();
+        for key in 0..3u32 {
+            queue.add(key);
+        }
+        let mut run = VecDeque::new();
+        queue.done_and_take(&mut Vec::new(), Instant::now(), 3, 0, &mut run);
+        assert_eq!(run.len(), 3);
+        let first = run.pop_front().expect("taken");
+        queue.started(&first, Instant::now());
+        // The first waits; the two others go back and are taken again.
+        queue.release(&mut Vec::new(), &mut run);
+        for _ in 0..2 {
+            timeout(LIMIT, queue.get())
+                .await
+                .expect("a key")
+                .expect("open");
+        }
+        assert_eq!(waits.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
 }
