@@ -582,3 +582,25 @@ async fn a_panicking_observer_neither_strands_nor_loses_keys() {
     queue.shutdown();
     assert_eq!(queue.stats().dropped, 1);
 }
+
+/// A timer that fires for a key in flight marks it dirty: an add the
+/// observer counts, even when the look that fired it found nothing ready.
+#[tokio::test(start_paused = true)]
+async fn a_timer_firing_for_a_key_in_flight_is_counted_as_an_add() {
+    let recorder = Arc::new(Recorder::default());
+    let queue = WorkQueue::builder().observer(recorder.clone()).build();
+    queue.add("a");
+    let a = next(&queue).await;
+    queue.add_after(a, Duration::from_secs(1));
+    advance(Duration::from_secs(1)).await;
+    // Another worker looks: the timer fires, "a" is dirty, nothing is ready.
+    assert!(
+        timeout(Duration::from_millis(1), queue.get())
+            .await
+            .is_err(),
+        "nothing ready"
+    );
+    assert_eq!(recorder.added.load(Ordering::Relaxed), 2);
+    queue.done(&a).expect("held");
+    assert_eq!(next(&queue).await, "a", "queued again after done");
+}

@@ -265,8 +265,12 @@ pub(crate) enum Next<K> {
         waited: Duration,
         fired: usize,
     },
-    /// Nothing ready; the earliest timer, if any.
-    Empty { wake_at: Option<Stamp> },
+    /// Nothing ready; the earliest timer, if any, and how many timers fired
+    /// while looking (each for a key in flight, now marked dirty).
+    Empty {
+        wake_at: Option<Stamp>,
+        fired: usize,
+    },
     /// The queue is shut down.
     ShutDown,
 }
@@ -462,6 +466,7 @@ impl<K: QueueKey> Core<K> {
         let Some((key, queued)) = self.pop_ready(now) else {
             return Next::Empty {
                 wake_at: self.timers.peek().map(|t| t.deadline),
+                fired,
             };
         };
         Next::Key {

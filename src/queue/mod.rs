@@ -311,7 +311,15 @@ impl<K: QueueKey> WorkQueue<K> {
     /// The core's part of [`take_next`](Self::take_next).
     fn look(&self, core: &mut Core<K>, now: Stamp, will_wait: bool) -> (Next<K>, bool) {
         let next = core.next(now);
-        if will_wait && matches!(next, Next::Empty { wake_at: Some(_) }) {
+        if will_wait
+            && matches!(
+                next,
+                Next::Empty {
+                    wake_at: Some(_),
+                    ..
+                }
+            )
+        {
             core.watch_timers();
         }
         let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
@@ -348,7 +356,13 @@ impl<K: QueueKey> WorkQueue<K> {
                 Taken::Key(handed, waited)
             }
             Next::ShutDown => Taken::ShutDown,
-            Next::Empty { wake_at } => Taken::Empty(wake_at),
+            Next::Empty { wake_at, fired } => {
+                // Timers that fired for keys in flight are adds too.
+                for _ in 0..fired {
+                    self.report(|o| o.added());
+                }
+                Taken::Empty(wake_at)
+            }
         }
     }
 

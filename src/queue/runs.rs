@@ -54,24 +54,29 @@ impl<K: QueueKey> WorkQueue<K> {
             let mut fired = 0;
             if matches!(look.0, Next::Key { .. }) {
                 while taken.len() + 1 < max && core.ready_len() > spare {
-                    let Next::Key {
-                        key,
-                        marks,
-                        priority,
-                        since,
-                        fired: f,
-                        ..
-                    } = core.next(now)
-                    else {
-                        break;
-                    };
-                    taken.push_back(Handed {
-                        key,
-                        marks,
-                        priority,
-                        since,
-                    });
-                    fired += f;
+                    match core.next(now) {
+                        Next::Key {
+                            key,
+                            marks,
+                            priority,
+                            since,
+                            fired: f,
+                            ..
+                        } => {
+                            taken.push_back(Handed {
+                                key,
+                                marks,
+                                priority,
+                                since,
+                            });
+                            fired += f;
+                        }
+                        Next::Empty { fired: f, .. } => {
+                            fired += f;
+                            break;
+                        }
+                        Next::ShutDown => break,
+                    }
                 }
             }
             (look, drained, fired)

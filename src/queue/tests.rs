@@ -64,7 +64,13 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
         core.add_after(7, due, 0, t0),
         Scheduled::Timer { earliest: true }
     );
-    assert!(matches!(core.next(due), Next::Empty { wake_at: None }));
+    assert!(matches!(
+        core.next(due),
+        Next::Empty {
+            wake_at: None,
+            fired: 1
+        }
+    ));
     assert!(core.done(&7, due).expect("in flight").requeued);
     assert_eq!(take(&mut core, due), Some(7));
 }
