@@ -139,10 +139,6 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // The clock reading that ended the last reconcile: it starts the next.
         let mut last_end = Instant::now();
         loop {
-            // User callbacks run around the reconcile (error policy,
-            // observers, the error's Display): a panic in any of them must
-            // not end the worker nor strand its key. (The queue catches its
-            // observer's panics itself.)
             // Reconciles that finish without waiting never yield to tokio:
             // spend the task's budget so a backlog cannot monopolise a thread.
             tokio::task::consume_budget().await;
@@ -174,6 +170,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 cancel = Arc::new(hard_stop.child_token());
             }
             let triggers = Triggers::from_bits(marks);
+            // User callbacks run around the reconcile (error policy,
+            // observers, the error's Display): a panic in any of them must
+            // not end the worker nor strand its key. (The queue catches its
+            // observer's panics itself.)
             let processed = AssertUnwindSafe(
                 self.process(&key, triggers, &cancel, &caches, &mut held, started),
             )
