@@ -119,6 +119,15 @@ impl World {
         }));
     }
 
+    /// Creates sets `{prefix}0` … `{prefix}{count - 1}`, with no members.
+    fn create_sets(&self, prefix: &str, count: usize) {
+        for n in 0..count {
+            self.sets
+                .create(set(&format!("{prefix}{n}"), 0))
+                .expect("created");
+        }
+    }
+
     fn members_of(&self, owner: &str) -> usize {
         let snapshot = self.members.snapshot();
         snapshot.objects.iter().filter(|m| m.owner == owner).count()
@@ -769,12 +778,7 @@ impl Reconciler<Set> for Arc<ShutsDownAtThird> {
 #[tokio::test(start_paused = true)]
 async fn no_reconcile_starts_after_shutdown_even_from_a_run_of_keys() {
     let world = World::new(None);
-    for n in 0..100 {
-        world
-            .sets
-            .create(set(&format!("s{n}"), 0))
-            .expect("created");
-    }
+    world.create_sets("s", 100);
     let reconciler = Arc::new(ShutsDownAtThird {
         calls: AtomicUsize::new(0),
         queue: Mutex::new(None),
@@ -844,16 +848,21 @@ async fn keys_gathered_before_a_panic_in_the_informer_are_not_lost() {
 }
 
 /// Reconciles at once, except keys starting with `h`, which wait for ever.
+/// Counts calls, remembers the keys reconciled, and whether one hangs.
 #[derive(Default)]
-struct SomeHang {
+struct HangOnH {
+    calls: AtomicUsize,
     quick: Mutex<HashSet<String>>,
+    hanging: AtomicBool,
 }
 
-impl Reconciler<Set> for Arc<SomeHang> {
+impl Reconciler<Set> for Arc<HangOnH> {
     type Error = Failed;
 
     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         if ctx.key().starts_with('h') {
+            self.hanging.store(true, Ordering::SeqCst);
             std::future::pending::<()>().await;
         }
         self.quick
@@ -869,19 +878,9 @@ impl Reconciler<Set> for Arc<SomeHang> {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
     let mut world = World::new(None);
-    for n in 0..8 {
-        world
-            .sets
-            .create(set(&format!("h{n}"), 0))
-            .expect("created");
-    }
-    for n in 0..192 {
-        world
-            .sets
-            .create(set(&format!("q{n}"), 0))
-            .expect("created");
-    }
-    let reconciler = Arc::new(SomeHang::default());
+    world.create_sets("h", 8);
+    world.create_sets("q", 192);
+    let reconciler = Arc::new(HangOnH::default());
     world.spawn(
         Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
             .concurrency(NonZeroUsize::new(16).expect("non-zero"))
@@ -897,39 +896,14 @@ async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
     world.shut_down().await;
 }
 
-/// Counts reconciles; waits for ever on the key `hang`.
-#[derive(Default)]
-struct CountOrHang {
-    calls: AtomicUsize,
-    hanging: AtomicBool,
-}
-
-impl Reconciler<Set> for Arc<CountOrHang> {
-    type Error = Failed;
-
-    async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if ctx.key() == "hang" {
-            self.hanging.store(true, Ordering::SeqCst);
-            std::future::pending::<()>().await;
-        }
-        Ok(Action::Done)
-    }
-}
-
 /// While a reconcile of a run waits, the keys of the run processed before
 /// it are done (not held in flight) and the rest are back in the queue.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
     let world = World::new(None);
-    for n in 0..60 {
-        world
-            .sets
-            .create(set(&format!("q{n}"), 0))
-            .expect("created");
-    }
+    world.create_sets("q", 60);
     world.sets.create(set("hang", 0)).expect("created");
-    let reconciler = Arc::new(CountOrHang::default());
+    let reconciler = Arc::new(HangOnH::default());
     let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
         .concurrency(NonZeroUsize::new(1).expect("non-zero"))
         .shutdown_grace(Duration::from_secs(1))
@@ -954,13 +928,8 @@ async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn aborting_a_controller_mid_run_leaves_no_key_in_flight() {
     let world = World::new(None);
-    for n in 0..1_000 {
-        world
-            .sets
-            .create(set(&format!("q{n}"), 0))
-            .expect("created");
-    }
-    let reconciler = Arc::new(CountOrHang::default());
+    world.create_sets("q", 1_000);
+    let reconciler = Arc::new(HangOnH::default());
     let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
         .concurrency(NonZeroUsize::new(1).expect("non-zero"))
         .build()

@@ -257,11 +257,7 @@ pub(crate) enum Next<K> {
     /// timers fired while looking (if more keys than this one became ready,
     /// another worker should be woken).
     Key {
-        key: K,
-        marks: Marks,
-        priority: Priority,
-        /// When it became ready (its age, kept if it is handed back).
-        since: Stamp,
+        handed: Handed<K>,
         waited: Duration,
         fired: usize,
     },
@@ -273,6 +269,16 @@ pub(crate) enum Next<K> {
     },
     /// The queue is shut down.
     ShutDown,
+}
+
+/// A key handed to a worker, with what the queue needs to take it back
+/// (`restore`): its priority and since when it was ready.
+#[derive(Debug, Clone)]
+pub(crate) struct Handed<K> {
+    pub(crate) key: K,
+    pub(crate) marks: Marks,
+    pub(crate) priority: Priority,
+    pub(crate) since: Stamp,
 }
 
 /// What `restore` did.
@@ -470,10 +476,12 @@ impl<K: QueueKey> Core<K> {
             };
         };
         Next::Key {
-            key,
-            marks: queued.marks,
-            priority: queued.priority,
-            since: queued.since,
+            handed: Handed {
+                key,
+                marks: queued.marks,
+                priority: queued.priority,
+                since: queued.since,
+            },
             waited: now.saturating_duration_since(queued.since),
             fired,
         }
@@ -522,13 +530,13 @@ impl<K: QueueKey> Core<K> {
     /// level, with its priority, marks and age, as if never taken. What an
     /// add made dirty meanwhile is merged in, and a timer set meanwhile is
     /// cancelled (ready is sooner). After shutdown the key is dropped.
-    pub(crate) fn restore(
-        &mut self,
-        key: K,
-        mut priority: Priority,
-        mut marks: Marks,
-        mut since: Stamp,
-    ) -> Restored {
+    pub(crate) fn restore(&mut self, handed: Handed<K>) -> Restored {
+        let Handed {
+            key,
+            mut priority,
+            mut marks,
+            mut since,
+        } = handed;
         let Some(slot) = self.slots.get_mut(&key) else {
             return Restored::NotInFlight;
         };
@@ -597,6 +605,11 @@ impl<K: QueueKey> Core<K> {
 
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down
+    }
+
+    /// Shut down with nothing in flight: every drain is over.
+    pub(crate) fn is_idle_after_shutdown(&self) -> bool {
+        self.shut_down && self.in_flight == 0
     }
 
     /// A drain is over when nothing is in flight, or a later shutdown cut it short.

@@ -21,7 +21,7 @@ fn shared() -> Shared {
 
 fn take(core: &Shared, now: Stamp) -> Option<u8> {
     match lock(core).next(now) {
-        Next::Key { key, .. } => Some(key),
+        Next::Key { handed, .. } => Some(handed.key),
         Next::Empty { .. } | Next::ShutDown => None,
     }
 }
@@ -79,8 +79,8 @@ fn shutdown_during_get_stops_the_worker() {
                 loop {
                     let next = lock(&core).next(now);
                     match next {
-                        Next::Key { key, .. } => {
-                            lock(&core).done(&key, now).expect("in flight");
+                        Next::Key { handed, .. } => {
+                            lock(&core).done(&handed.key, now).expect("in flight");
                         }
                         Next::ShutDown => return,
                         Next::Empty { .. } => thread::yield_now(),

@@ -50,9 +50,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub(crate) use self::core::Handed;
 pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
-pub(crate) use self::runs::{Handed, Worked};
+pub(crate) use self::runs::Worked;
 use self::stamp::{Epoch, Stamp};
 use crate::rate_limit::RateLimiter;
 use crate::sync::{Mutex, lock};
@@ -331,10 +332,7 @@ impl<K: QueueKey> WorkQueue<K> {
     fn took(&self, (next, unwatched): (Next<K>, bool), ready: usize) -> Taken<K> {
         match next {
             Next::Key {
-                key,
-                marks,
-                priority,
-                since,
+                handed,
                 waited,
                 fired,
             } => {
@@ -347,12 +345,6 @@ impl<K: QueueKey> WorkQueue<K> {
                 for _ in 0..fired.min(ready) + usize::from(unwatched) {
                     self.shared.ready.notify_one();
                 }
-                let handed = Handed {
-                    key,
-                    marks,
-                    priority,
-                    since,
-                };
                 Taken::Key(handed, waited)
             }
             Next::ShutDown => Taken::ShutDown,
@@ -377,7 +369,7 @@ impl<K: QueueKey> WorkQueue<K> {
         let now = self.now();
         let ((finished, drained), _) = self.with_core(|core| {
             let finished = core.done(key, now);
-            (finished, core.is_shut_down() && core.in_flight_len() == 0)
+            (finished, core.is_idle_after_shutdown())
         });
         let finished = finished.map_err(|_| DoneError {
             key: format!("{key:?}"),

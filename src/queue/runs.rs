@@ -6,18 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{Next, Restored};
+use super::core::{Core, Handed, Next, Restored};
 use super::stamp::Stamp;
-use super::{Marks, Priority, QueueKey, Taken, WorkQueue};
-
-/// A key handed to a worker, with what the queue needs to take it back.
-#[derive(Debug)]
-pub(crate) struct Handed<K> {
-    pub(crate) key: K,
-    pub(crate) marks: Marks,
-    pub(super) priority: Priority,
-    pub(super) since: Stamp,
-}
+use super::{QueueKey, Taken, WorkQueue};
 
 /// A key a worker processed, and how long its reconcile took.
 pub(crate) type Worked<K> = (K, Duration);
@@ -40,35 +31,18 @@ impl<K: QueueKey> WorkQueue<K> {
     ) {
         debug_assert!(taken.is_empty(), "called with keys still to process");
         let now = self.stamp(now);
-        let mut worked = Vec::with_capacity(done.len());
-        let mut requeued = 0;
-        let ((look, drained, fired), ready) = self.with_core(|core| {
-            for (key, took) in done.drain(..) {
-                if let Ok(finished) = core.done(&key, now) {
-                    worked.push(took);
-                    requeued += usize::from(finished.requeued);
-                }
-            }
-            let drained = core.is_shut_down() && core.in_flight_len() == 0;
+        let ((requeued, drained, look, fired), ready) = self.with_core(|core| {
+            let requeued = end(core, done, now);
+            let drained = core.is_idle_after_shutdown();
             let look = self.look(core, now, false);
             let mut fired = 0;
             if matches!(look.0, Next::Key { .. }) {
                 while taken.len() + 1 < max && core.ready_len() > spare {
                     match core.next(now) {
                         Next::Key {
-                            key,
-                            marks,
-                            priority,
-                            since,
-                            fired: f,
-                            ..
+                            handed, fired: f, ..
                         } => {
-                            taken.push_back(Handed {
-                                key,
-                                marks,
-                                priority,
-                                since,
-                            });
+                            taken.push_back(handed);
                             fired += f;
                         }
                         Next::Empty { fired: f, .. } => {
@@ -79,16 +53,9 @@ impl<K: QueueKey> WorkQueue<K> {
                     }
                 }
             }
-            (look, drained, fired)
+            (requeued, drained, look, fired)
         });
-        if drained {
-            self.shared.drained.notify_waiters();
-        }
-        // The worker's own measure: a key's time in flight also counts the
-        // keys of its run before it.
-        for took in worked {
-            self.report(|o| o.worked_for(took));
-        }
+        self.ended(done, drained);
         for _ in 0..fired {
             self.report(|o| o.added());
         }
@@ -122,44 +89,51 @@ impl<K: QueueKey> WorkQueue<K> {
             return;
         }
         let now = self.now();
-        let mut worked = Vec::with_capacity(done.len());
         let ((ready_again, dropped, drained), _) = self.with_core(|core| {
-            let mut ready_again = 0;
-            for (key, took) in done.drain(..) {
-                if let Ok(finished) = core.done(&key, now) {
-                    worked.push(took);
-                    ready_again += usize::from(finished.requeued);
-                }
-            }
+            let mut ready_again = end(core, done, now);
             let mut dropped = 0u64;
             // From the back, each first in its level: the run's order stays.
             while let Some(handed) = unstarted.pop_back() {
-                let Handed {
-                    key,
-                    marks,
-                    priority,
-                    since,
-                } = handed;
-                match core.restore(key, priority, marks, since) {
+                match core.restore(handed) {
                     Restored::Ready => ready_again += 1,
                     Restored::Dropped => dropped += 1,
                     Restored::NotInFlight => {}
                 }
             }
-            let drained = core.is_shut_down() && core.in_flight_len() == 0;
-            (ready_again, dropped, drained)
+            (ready_again, dropped, core.is_idle_after_shutdown())
         });
-        for took in worked {
-            self.report(|o| o.worked_for(took));
-        }
+        self.ended(done, drained);
         for _ in 0..ready_again {
             self.shared.ready.notify_one();
         }
         if dropped > 0 {
             self.report(|o| o.dropped(dropped));
         }
+    }
+
+    /// After the lock, for keys `end` ended: reports their work (the
+    /// worker's own measure: a key's time in flight also counts the keys of
+    /// its run before it), empties `done`, and wakes a drain that is over.
+    fn ended(&self, done: &mut Vec<Worked<K>>, drained: bool) {
+        for (_, took) in done.drain(..) {
+            self.report(|o| o.worked_for(took));
+        }
         if drained {
             self.shared.drained.notify_waiters();
         }
     }
+}
+
+/// Ends the keys of `done` in the core, keeping in `done` only those that
+/// were in flight; returns how many were queued again (dirty).
+fn end<K: QueueKey>(core: &mut Core<K>, done: &mut Vec<Worked<K>>, now: Stamp) -> usize {
+    let mut requeued = 0;
+    done.retain(|(key, _)| match core.done(key, now) {
+        Ok(finished) => {
+            requeued += usize::from(finished.requeued);
+            true
+        }
+        Err(_) => false,
+    });
+    requeued
 }

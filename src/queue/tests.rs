@@ -6,14 +6,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::Priority;
-use super::core::{Added, Core, Marks, Next, Restored, Scheduled};
+use super::core::{Added, Core, Handed, Marks, Next, Restored, Scheduled};
 use super::stamp::Stamp;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
 fn take(core: &mut Core<u8>, now: Stamp) -> Option<u8> {
     match core.next(now) {
-        Next::Key { key, .. } => Some(key),
+        Next::Key { handed, .. } => Some(handed.key),
         Next::Empty { .. } | Next::ShutDown => None,
     }
 }
@@ -77,7 +77,7 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
 
 fn take_marked(core: &mut Core<u8>, now: Stamp) -> Option<(u8, Marks)> {
     match core.next(now) {
-        Next::Key { key, marks, .. } => Some((key, marks)),
+        Next::Key { handed, .. } => Some((handed.key, handed.marks)),
         Next::Empty { .. } | Next::ShutDown => None,
     }
 }
@@ -151,16 +151,9 @@ fn marking_a_pending_key_reaches_its_next_run() {
     assert_eq!(take_marked(&mut core, due), Some((1, 0b1000)));
 }
 
-fn take_next(core: &mut Core<u8>, now: Stamp) -> (u8, Marks, Priority, Stamp, Duration) {
+fn take_next(core: &mut Core<u8>, now: Stamp) -> (Handed<u8>, Duration) {
     match core.next(now) {
-        Next::Key {
-            key,
-            marks,
-            priority,
-            since,
-            waited,
-            ..
-        } => (key, marks, priority, since, waited),
+        Next::Key { handed, waited, .. } => (handed, waited),
         other => panic!("expected a key, got {other:?}"),
     }
 }
@@ -173,12 +166,15 @@ fn a_restored_key_goes_first_in_its_level_with_its_age() {
     let t2 = t0.after(Duration::from_secs(2));
     core.add(1u8, Priority::LOW, 0b01, || t0);
     core.add(2, Priority::LOW, 0, || t1);
-    let (key, marks, priority, since, _) = take_next(&mut core, t1);
-    assert_eq!(key, 1);
-    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    let (handed, _) = take_next(&mut core, t1);
+    assert_eq!(handed.key, 1);
+    assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.in_flight_len(), 0);
-    let (key, marks, priority, _, waited) = take_next(&mut core, t2);
-    assert_eq!((key, marks, priority), (1, 0b01, Priority::LOW));
+    let (handed, waited) = take_next(&mut core, t2);
+    assert_eq!(
+        (handed.key, handed.marks, handed.priority),
+        (1, 0b01, Priority::LOW)
+    );
     assert_eq!(waited, Duration::from_secs(2), "its age counts from t0");
 }
 
@@ -187,27 +183,27 @@ fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
     core.add(1u8, Priority::LOW, 0b01, || t0);
-    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    let (handed, _) = take_next(&mut core, t0);
     core.add_after(1, t0.after(HOUR), 0b100, t0);
     assert_eq!(core.scheduled_len(), 1);
-    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.scheduled_len(), 0, "ready now is sooner");
-    let (_, marks, priority, _, _) = take_next(&mut core, t0);
+    let (handed, _) = take_next(&mut core, t0);
     assert_eq!(
-        priority,
+        handed.priority,
         Priority::NORMAL,
         "a cancelled timer's key is not demoted"
     );
-    assert_eq!(marks, 0b01, "the cancelled timer's marks go with it");
+    assert_eq!(handed.marks, 0b01, "the cancelled timer's marks go with it");
     core.done(&1, t0).expect("in flight");
 
     core.add(1, Priority::LOW, 0b01, || t0);
-    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    let (handed, _) = take_next(&mut core, t0);
     core.add(1, Priority::HIGH, 0b10, || t0);
-    assert_eq!(core.restore(key, priority, marks, since), Restored::Ready);
+    assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.ready_len(), 1, "once, though dirty too");
-    let (_, marks, priority, _, _) = take_next(&mut core, t0);
-    assert_eq!((marks, priority), (0b11, Priority::HIGH));
+    let (handed, _) = take_next(&mut core, t0);
+    assert_eq!((handed.marks, handed.priority), (0b11, Priority::HIGH));
     assert!(!core.done(&1, t0).expect("in flight").requeued);
 }
 
@@ -216,15 +212,13 @@ fn restoring_after_shutdown_drops_the_key() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
     core.add(1u8, Priority::NORMAL, 0, || t0);
-    let (key, marks, priority, since, _) = take_next(&mut core, t0);
+    let (handed, _) = take_next(&mut core, t0);
+    let again = handed.clone();
     core.shut_down();
-    assert_eq!(core.restore(key, priority, marks, since), Restored::Dropped);
+    assert_eq!(core.restore(handed), Restored::Dropped);
     assert_eq!(core.in_flight_len(), 0);
     assert_eq!(core.dropped(), 1);
-    assert_eq!(
-        core.restore(1, priority, marks, since),
-        Restored::NotInFlight
-    );
+    assert_eq!(core.restore(again), Restored::NotInFlight);
 }
 
 #[test]
@@ -423,7 +417,7 @@ proptest! {
         let mut model = Model::default();
         let mut now = 0u64;
         // Keys handed out, with what a restore needs.
-        let mut held: Vec<(u8, Marks, Priority, Stamp)> = Vec::new();
+        let mut held: Vec<Handed<u8>> = Vec::new();
         for op in ops {
             match op {
                 Op::Add(key, p, marks) => {
@@ -440,29 +434,31 @@ proptest! {
                 }
                 Op::Get => {
                     let got = match core.next(ms(now)) {
-                        Next::Key { key, marks, priority, since, .. } => Some((key, marks, priority, since)),
+                        Next::Key { handed, .. } => Some(handed),
                         Next::Empty { .. } | Next::ShutDown => None,
                     };
                     let expected = if model.shut_down { None } else { model.next(now) };
-                    prop_assert_eq!(got.map(|(k, m, _, _)| (k, m)), expected);
+                    prop_assert_eq!(got.as_ref().map(|h| (h.key, h.marks)), expected);
                     if let Some(taken) = got {
                         // Invariant 2: never handed to two workers at once.
-                        prop_assert!(!held.iter().any(|h| h.0 == taken.0), "{} handed out twice", taken.0);
+                        prop_assert!(!held.iter().any(|h| h.key == taken.key), "{} handed out twice", taken.key);
                         held.push(taken);
                     }
                 }
                 Op::Restore(i) if !held.is_empty() => {
-                    let (key, marks, priority, since) = held.remove(i % held.len());
-                    let restored = core.restore(key, priority, marks, since);
+                    let handed = held.remove(i % held.len());
+                    let (key, priority, marks) = (handed.key, handed.priority, handed.marks);
+                    let restored = core.restore(handed);
                     let expected = if model.shut_down { Restored::Dropped } else { Restored::Ready };
                     prop_assert_eq!(restored, expected);
                     model.restore(key, priority, marks);
                 }
                 Op::Restore(_) => {
-                    prop_assert_eq!(core.restore(0, Priority::NORMAL, 0, ms(now)), Restored::NotInFlight);
+                    let stray = Handed { key: 0, marks: 0, priority: Priority::NORMAL, since: ms(now) };
+                    prop_assert_eq!(core.restore(stray), Restored::NotInFlight);
                 }
                 Op::Done(i) if !held.is_empty() => {
-                    let (key, ..) = held.remove(i % held.len());
+                    let key = held.remove(i % held.len()).key;
                     prop_assert!(core.done(&key, ms(now)).is_ok());
                     model.done(key);
                 }
@@ -484,7 +480,7 @@ proptest! {
         // Invariant 3: nothing added is lost. Finish all work, let every
         // timer fire, and serve until empty: exactly the model's keys come out.
         if !model.shut_down {
-            for (key, ..) in held.drain(..) {
+            for Handed { key, .. } in held.drain(..) {
                 core.done(&key, ms(now)).expect("in flight");
                 model.done(key);
             }
