@@ -15,10 +15,10 @@ use std::time::Duration;
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{ElectionBuildError, ElectionConfig, EtcdElection, WriteError};
 use tend::manager::LeaderElector;
-use tend::testing::etcd::{Proxy, connect};
+use tend::testing::etcd::connect;
 use tokio::time::Instant;
 
-use support::{Item, client, server, source, within};
+use support::{Item, client, server, source, through_proxy, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
 const ELECTION: &str = "test-election";
@@ -289,14 +289,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_etcd_stops_before_its_lease_expires() {
     let etcd = server().await;
-    let proxy = Proxy::start(etcd.address()).await.unwrap();
-    let through = within(
-        "a client through the proxy",
-        LIMIT,
-        connect(&proxy.endpoint()),
-    )
-    .await
-    .unwrap();
+    let (proxy, through) = through_proxy(&etcd).await;
     let a = candidate(through, "a");
     let b = candidate(client(&etcd).await, "b");
     within("a to win", LIMIT, a.campaign()).await.unwrap();
@@ -502,14 +495,7 @@ async fn deleting_every_candidate_key_leaves_one_leader_that_holds_its_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_write_after_the_local_deadline_is_refused() {
     let etcd = server().await;
-    let proxy = Proxy::start(etcd.address()).await.unwrap();
-    let through = within(
-        "a client through the proxy",
-        LIMIT,
-        connect(&proxy.endpoint()),
-    )
-    .await
-    .unwrap();
+    let (proxy, through) = through_proxy(&etcd).await;
     let a = candidate(through, "a");
     // The writer reaches etcd directly: only the election is cut off.
     let writer = source(client(&etcd).await).writer().fenced_by(&a);

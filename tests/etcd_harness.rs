@@ -9,9 +9,9 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use tend::testing::etcd::{EtcdServer, Proxy, connect};
+use tend::testing::etcd::EtcdServer;
 
-use support::{client, server, within};
+use support::{client, server, through_proxy, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -46,14 +46,7 @@ async fn servers_started_together_get_their_own_ports_and_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_sent_into_a_blackhole_completes_after_the_heal() {
     let etcd = server().await;
-    let proxy = Proxy::start(etcd.address()).await.unwrap();
-    let mut kv = within(
-        "a client through the proxy",
-        LIMIT,
-        connect(&proxy.endpoint()),
-    )
-    .await
-    .unwrap();
+    let (proxy, mut kv) = through_proxy(&etcd).await;
     kv.put("before", "1", None).await.unwrap();
     proxy.blackhole(true);
     let pending = tokio::spawn({

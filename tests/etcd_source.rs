@@ -12,11 +12,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use tend::etcd::etcd_client::{CompactionOptions, Txn, TxnOp};
 use tend::etcd::{DecodeError, EtcdSource};
-use tend::testing::etcd::{Proxy, connect};
 use tend::{Change, Revision, Source, SourceError};
 
 use support::{
-    Item, PREFIX, cached, client, eventually, json, run_informer, server, source, within,
+    Item, PREFIX, cached, client, eventually, json, run_informer, server, source, through_proxy,
+    within,
 };
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -138,14 +138,7 @@ async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
     for name in ["a", "b", "c"] {
         kv.put(key(name), json(name, 1), None).await.unwrap();
     }
-    let proxy = Proxy::start(etcd.address()).await.unwrap();
-    let through = within(
-        "a client through the proxy",
-        LIMIT,
-        connect(&proxy.endpoint()),
-    )
-    .await
-    .unwrap();
+    let (proxy, through) = through_proxy(&etcd).await;
     let running = run_informer(source(through)).await;
     let lists = running.informer.stats().lists;
     // Cut the informer off, delete and compact meanwhile: when it comes

@@ -71,6 +71,43 @@ fn count(log: &Log, entry: &str) -> usize {
     log.lock().iter().filter(|e| *e == entry).count()
 }
 
+/// Adds a `widgets` controller logging to `log` with shutdown grace
+/// `grace`, runs the manager, and waits (bounded) until the reconcile of
+/// `stuck` started; returns the shutdown token and the run.
+async fn run_until_stuck(
+    mut manager: Manager,
+    informer: &Informer<Widget>,
+    log: &Log,
+    grace: Duration,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let controller = manager
+        .controller("widgets", informer, Recorder::new("reconcile", log))
+        .shutdown_grace(grace)
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+    eventually("the reconcile", LIMIT, || {
+        count(log, "reconcile stuck") == 1
+    })
+    .await;
+    (shutdown, run)
+}
+
+/// Cancels `token` and waits (bounded) until `run` returned cleanly.
+async fn stop(
+    what: &str,
+    token: &CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    token.cancel();
+    within(what, LIMIT, run).await.unwrap().unwrap();
+}
+
 fn manager() -> tend::manager::ManagerBuilder {
     Manager::builder().without_signals()
 }
@@ -116,8 +153,7 @@ async fn two_controllers_share_one_informer_and_both_reconcile() {
         "one list and one watch for both controllers"
     );
 
-    shutdown.cancel();
-    within("run to return", LIMIT, run).await.unwrap().unwrap();
+    stop("run to return", &shutdown, run).await;
 }
 
 #[tokio::test]
@@ -191,26 +227,13 @@ async fn starts_tasks_then_informers_then_controllers_and_stops_in_reverse() {
             Ok(())
         })
         .unwrap();
-    let controller = manager
-        .controller("widgets", &informer, Recorder::new("reconcile", &log))
-        .shutdown_grace(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    manager.add_controller(controller).unwrap();
-    let shutdown = manager.shutdown_token();
-    let run = tokio::spawn(manager.run());
-
-    eventually("the reconcile", LIMIT, || {
-        count(&log, "reconcile stuck") == 1
-    })
-    .await;
+    let (shutdown, run) = run_until_stuck(manager, &informer, &log, Duration::from_secs(1)).await;
     assert!(
         informer.is_synced(),
         "controllers start after the caches synced"
     );
     let stopping = Instant::now();
-    shutdown.cancel();
-    within("run to return", LIMIT, run).await.unwrap().unwrap();
+    stop("run to return", &shutdown, run).await;
     assert_eq!(
         *log.lock(),
         [
@@ -375,21 +398,13 @@ async fn a_standby_never_reconciles_and_takes_over_when_the_leader_resigns() {
         "the standby's informer runs (warm standby)"
     );
 
-    stop_leader.cancel();
-    within("the leader to stop", LIMIT, leader)
-        .await
-        .unwrap()
-        .unwrap();
+    stop("the leader to stop", &stop_leader, leader).await;
     eventually("the standby to take over", LIMIT, || {
         count(&log, "standby a") == 1
     })
     .await;
     assert_eq!(*tokens.lock(), [Some(2)], "the new leader's fencing token");
-    stop_standby.cancel();
-    within("the standby to stop", LIMIT, standby)
-        .await
-        .unwrap()
-        .unwrap();
+    stop("the standby to stop", &stop_standby, standby).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -416,11 +431,7 @@ async fn a_standby_takes_over_when_the_leader_is_dropped() {
     })
     .await;
     assert_eq!(election.leader_token(), Some(2));
-    stop_standby.cancel();
-    within("the standby to stop", LIMIT, standby)
-        .await
-        .unwrap()
-        .unwrap();
+    stop("the standby to stop", &stop_standby, standby).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -474,18 +485,7 @@ async fn a_controller_grace_longer_than_the_managers_is_capped_so_shutdown_stays
     let informer = manager
         .informer("widgets", || Informer::builder(store.clone()).build())
         .unwrap();
-    let controller = manager
-        .controller("widgets", &informer, Recorder::new("reconcile", &log))
-        .shutdown_grace(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    manager.add_controller(controller).unwrap();
-    let shutdown = manager.shutdown_token();
-    let run = tokio::spawn(manager.run());
-    eventually("the reconcile", LIMIT, || {
-        count(&log, "reconcile stuck") == 1
-    })
-    .await;
+    let (shutdown, run) = run_until_stuck(manager, &informer, &log, Duration::from_secs(60)).await;
     let stopping = Instant::now();
     shutdown.cancel();
     within("run to return", LIMIT, run)

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tend::etcd::{EtcdSource, etcd_client};
-use tend::testing::etcd::EtcdServer;
+use tend::testing::etcd::{EtcdServer, Proxy, connect};
 use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
 
@@ -61,6 +61,20 @@ pub async fn client(server: &EtcdServer) -> etcd_client::Client {
     within("an etcd client", Duration::from_secs(10), server.client())
         .await
         .expect("client connects")
+}
+
+/// A proxy in front of `server` (to cut it off on demand) and a client
+/// connected through it.
+pub async fn through_proxy(server: &EtcdServer) -> (Proxy, etcd_client::Client) {
+    let proxy = Proxy::start(server.address()).await.unwrap();
+    let client = within(
+        "a client through the proxy",
+        Duration::from_secs(10),
+        connect(&proxy.endpoint()),
+    )
+    .await
+    .unwrap();
+    (proxy, client)
 }
 
 pub fn source(client: etcd_client::Client) -> EtcdSource<Item> {
