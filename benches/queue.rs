@@ -83,15 +83,22 @@ mod round_trip {
         let runtime = current_thread();
         let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
         bencher.counter(ItemsCount::new(KEYS)).bench_local(|| {
-            runtime.block_on(async {
-                for key in 0..KEYS {
-                    tx.send(key).expect("open");
-                }
-                for _ in 0..KEYS {
-                    divan::black_box(rx.recv().await.expect("key"));
-                }
-            });
+            runtime.block_on(send_then_receive(&tx, &mut rx, KEYS));
         });
+    }
+}
+
+/// The baseline's work: `keys` keys sent through an mpsc, then received.
+async fn send_then_receive(
+    tx: &mpsc::UnboundedSender<u64>,
+    rx: &mut mpsc::UnboundedReceiver<u64>,
+    keys: u64,
+) {
+    for key in 0..keys {
+        tx.send(key).expect("open");
+    }
+    for _ in 0..keys {
+        divan::black_box(rx.recv().await.expect("key"));
     }
 }
 
@@ -131,14 +138,7 @@ mod timers {
         let runtime = current_thread();
         bencher.counter(ItemsCount::new(KEYS)).bench_local(|| {
             let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-            runtime.block_on(async {
-                for key in 0..KEYS {
-                    tx.send(key).expect("open");
-                }
-                for _ in 0..KEYS {
-                    divan::black_box(rx.recv().await.expect("key"));
-                }
-            });
+            runtime.block_on(send_then_receive(&tx, &mut rx, KEYS));
         });
     }
 }
