@@ -202,3 +202,74 @@ async fn panics_before_the_future_and_in_the_error_policy_are_survived() {
     assert_eq!(queue.stats().in_flight, 0);
     harness.shutdown().await.expect("clean");
 }
+
+/// Hangs on its first call, then succeeds.
+struct HangsOnce {
+    calls: AtomicUsize,
+}
+
+impl Reconciler<Item> for Arc<HangsOnce> {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, _ctx: Context<Item>) -> Result<Action, Self::Error> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            std::future::pending::<()>().await;
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Panics when told of a timeout; counts successes.
+#[derive(Default)]
+struct PanicsOnTimeout {
+    successes: AtomicUsize,
+}
+
+impl ControllerObserver for PanicsOnTimeout {
+    fn reconcile_finished(&self, outcome: Outcome, _took: Duration) {
+        match outcome {
+            Outcome::Timeout => panic!("observer panicked on a timeout"),
+            Outcome::Success => {
+                self.successes.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A timeout cancels the worker's token; when handling that outcome panics
+/// too, the worker still replaces the token, so the retry is not cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_panic_after_a_timeout_does_not_leave_the_worker_cancelled() {
+    std::panic::set_hook(Box::new(|_| {}));
+    let items = MemoryStore::<Item>::new("items");
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let reconciler = Arc::new(HangsOnce {
+        calls: AtomicUsize::new(0),
+    });
+    let observer = Arc::new(PanicsOnTimeout::default());
+    let controller = Controller::builder("hangs", &informer, Arc::clone(&reconciler))
+        .concurrency(NonZeroUsize::new(1).expect("non-zero"))
+        .reconcile_timeout(Duration::from_secs(1))
+        .observer(observer.clone())
+        .build()
+        .expect("valid");
+    let mut harness = tend::testing::Harness::new();
+    harness.informer(&informer);
+    harness.controller(controller);
+    items
+        .create(Item {
+            name: "x".into(),
+            version: Revision::ZERO,
+        })
+        .expect("created");
+    timeout(Duration::from_secs(3600), async {
+        while observer.successes.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the retry after the timeout never succeeded");
+    assert_eq!(reconciler.calls.load(Ordering::SeqCst), 2);
+    harness.shutdown().await.expect("clean");
+}

@@ -166,9 +166,6 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     }
                 },
             };
-            if cancel.is_cancelled() {
-                cancel = Arc::new(hard_stop.child_token());
-            }
             let triggers = Triggers::from_bits(marks);
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
@@ -185,9 +182,16 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         self.sink.push_retry(key.clone());
                     }));
-                    (Instant::now(), false)
+                    // Whether it waited (and perhaps timed out) is unknown:
+                    // assume it did.
+                    (Instant::now(), true)
                 }
             };
+            // Only a reconcile that waited can have timed out (and cancelled
+            // the token): checking costs the token's lock.
+            if waited && cancel.is_cancelled() {
+                cancel = Arc::new(hard_stop.child_token());
+            }
             let took = ended.saturating_duration_since(started);
             quick &= !waited && took < QUICK;
             held.finished.push((key, took));
