@@ -237,8 +237,8 @@ impl ControllerObserver for PanicsOnTimeout {
     }
 }
 
-/// A timeout cancels the worker's token; when handling that outcome panics
-/// too, the worker still replaces the token, so the retry is not cancelled.
+/// A timeout cancels that reconcile's token; when handling the outcome
+/// panics too, the retry still gets a live token and is not cancelled.
 #[tokio::test(start_paused = true)]
 async fn a_panic_after_a_timeout_does_not_leave_the_worker_cancelled() {
     std::panic::set_hook(Box::new(|_| {}));

@@ -2,7 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +16,8 @@ pub struct Context<O: Object> {
     pub(super) object: Option<Arc<O>>,
     pub(super) attempt: u32,
     pub(super) triggers: Triggers,
-    /// The worker's token, shared: cloning a token takes its tree's lock.
-    pub(super) cancel: Arc<CancellationToken>,
+    /// This reconcile's token, made on first use.
+    pub(super) cancel: Arc<ReconcileToken>,
     pub(super) caches: Arc<Caches>,
     pub(super) fencing_token: Option<u64>,
 }
@@ -45,14 +45,39 @@ impl<O: Object> Context<O> {
         self.triggers
     }
 
-    /// A token cancelled when this reconcile must stop: its timeout passed,
-    /// the controller is shutting down past its grace period, or leadership
-    /// was lost. It is cancelled right before the reconcile's future is
-    /// dropped, so work the reconcile spawned (tasks, requests running on
-    /// their own) can watch it and stop too. Each call gives a child token:
-    /// cancelling it yourself affects nothing else.
+    /// A token cancelled when this reconcile must stop, so that work it
+    /// spawned (tasks, requests running on their own) can watch it and stop
+    /// too. It belongs to this reconcile alone, and is cancelled exactly when:
+    ///
+    /// - this reconcile's timeout passes (right before its future is dropped);
+    /// - leadership is lost;
+    /// - the controller stops: its shutdown grace period is over, or its
+    ///   [`run`](super::Controller::run) returns (or is dropped).
+    ///
+    /// The last two hold after the reconcile has returned too: work it
+    /// spawned stops when the controller stops acting. Nothing else cancels
+    /// it: never another key's timeout, never the reconcile's own return.
+    /// Each call gives a child token: cancelling it yourself affects nothing
+    /// else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tend::controller::Context;
+    /// # #[derive(Clone)] struct Job { name: String, v: tend::Revision }
+    /// # tend::impl_object!(Job, key: name: String, version: v);
+    /// fn start_upload(ctx: &Context<Job>) {
+    ///     let stop = ctx.cancelled();
+    ///     tokio::spawn(async move {
+    ///         tokio::select! {
+    ///             () = stop.cancelled() => { /* controller stopped: give up */ }
+    ///             () = async { /* the long upload */ } => {}
+    ///         }
+    ///     });
+    /// }
+    /// ```
     pub fn cancelled(&self) -> CancellationToken {
-        self.cancel.child_token()
+        self.cancel.get().child_token()
     }
 
     /// A read handle to the cache of objects of type `P` that this
@@ -78,6 +103,45 @@ impl<O: Object> fmt::Debug for Context<O> {
             .field("attempt", &self.attempt)
             .field("triggers", &self.triggers)
             .finish_non_exhaustive()
+    }
+}
+
+/// The cancellation token of one reconcile: a child of its worker's token
+/// (cancelled at the controller's hard stop and on lost leadership), made
+/// only when the reconcile asks for it, since making one takes a lock on
+/// the worker's token.
+pub(super) struct ReconcileToken {
+    worker: Arc<CancellationToken>,
+    own: OnceLock<CancellationToken>,
+}
+
+impl ReconcileToken {
+    pub(super) fn new(worker: Arc<CancellationToken>) -> Self {
+        Self {
+            worker,
+            own: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> &CancellationToken {
+        self.own.get_or_init(|| self.worker.child_token())
+    }
+
+    /// Cancels this reconcile's token (its timeout passed). Made first if
+    /// need be, so a context that outlives its reconcile (moved into a task)
+    /// hands out cancelled tokens from then on.
+    pub(super) fn cancel(&self) {
+        self.get().cancel();
+    }
+
+    /// Readies this token for the worker's next reconcile, if no context of
+    /// the last one is left: saves an allocation per reconcile. Otherwise
+    /// `slot` gets a new token.
+    pub(super) fn recycle(slot: &mut Arc<Self>) {
+        match Arc::get_mut(slot) {
+            Some(token) => drop(token.own.take()),
+            None => *slot = Arc::new(Self::new(Arc::clone(&slot.worker))),
+        }
     }
 }
 

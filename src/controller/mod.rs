@@ -216,6 +216,9 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             .abort
             .as_ref()
             .map_or_else(CancellationToken::new, CancellationToken::child_token);
+        // Reconciles' tokens are its children: all are cancelled once the
+        // controller stops, however `run` ends (see `Context::cancelled`).
+        let _stopped = hard_stop.clone().drop_guard();
         let mut tasks = JoinSet::new();
         for _ in 0..self.config.concurrency.get() {
             tasks.spawn(Arc::clone(&worker).run(hard_stop.clone()));

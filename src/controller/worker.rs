@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::context::Caches;
+use super::context::{Caches, ReconcileToken};
 use super::watch::Enqueue;
 use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
@@ -117,9 +117,11 @@ enum Ran<E> {
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Processes keys until the queue shuts down.
     pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
-        // One token per worker, replaced only once cancelled (a timeout): a
-        // child token per reconcile costs a lock on the shared parent.
-        let mut cancel = Arc::new(hard_stop.child_token());
+        // The worker's own token (a child of the shared hard stop, so that
+        // watching it locks no shared node), and each reconcile's child of
+        // it, made only when the reconcile asks.
+        let stop = Arc::new(hard_stop.child_token());
+        let mut token = Arc::new(ReconcileToken::new(Arc::clone(&stop)));
         let caches = Arc::new(Caches::clone(&self.caches));
         let queue = &self.sink.queue;
         // Keys are taken in runs: from a backlog, while reconciles are quick,
@@ -171,9 +173,14 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let processed = AssertUnwindSafe(
-                self.process(&key, triggers, &cancel, &caches, &mut held, started),
-            )
+            let processed = AssertUnwindSafe(self.process(
+                &key,
+                triggers,
+                (&stop, &token),
+                &caches,
+                &mut held,
+                started,
+            ))
             .catch_unwind();
             let (ended, waited) = match processed.await {
                 Ok(done) => done,
@@ -187,11 +194,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     (Instant::now(), true)
                 }
             };
-            // Only a reconcile that waited can have timed out (and cancelled
-            // the token): checking costs the token's lock.
-            if waited && cancel.is_cancelled() {
-                cancel = Arc::new(hard_stop.child_token());
-            }
+            ReconcileToken::recycle(&mut token);
             let took = ended.saturating_duration_since(started);
             quick &= !waited && took < QUICK;
             held.finished.push((key, took));
@@ -210,7 +213,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         &self,
         key: &O::Key,
         triggers: Triggers,
-        cancel: &Arc<CancellationToken>,
+        (stop, token): (&CancellationToken, &Arc<ReconcileToken>),
         caches: &Arc<Caches>,
         held: &mut Held<'_, O::Key>,
         started: Instant,
@@ -229,7 +232,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             object: self.store.get(key),
             attempt,
             triggers,
-            cancel: Arc::clone(cancel),
+            cancel: Arc::clone(token),
             caches: Arc::clone(caches),
             fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
         };
@@ -241,7 +244,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             trigger = %triggers,
         );
         let mut report = Report::start(&*self.observer, started);
-        let (ran, waited) = self.call(ctx, cancel, held).instrument(span.clone()).await;
+        let (ran, waited) = self
+            .call(ctx, (stop, token), held)
+            .instrument(span.clone())
+            .await;
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
@@ -249,17 +255,18 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         (ended, waited)
     }
 
-    /// Runs the reconcile with panic catching, its timeout and the hard stop.
-    /// On a timeout the token is cancelled before the future is dropped. If
+    /// Runs the reconcile with panic catching, its timeout and the worker's
+    /// `stop`. On a timeout the reconcile's `token` is cancelled before the
+    /// future is dropped. If
     /// the reconcile waits, what the worker holds is released first (and
     /// `true` returned with the outcome).
     async fn call(
         &self,
         ctx: Context<O>,
-        cancel: &CancellationToken,
+        (stop, token): (&CancellationToken, &ReconcileToken),
         held: &mut Held<'_, O::Key>,
     ) -> (Ran<R::Error>, bool) {
-        if cancel.is_cancelled() {
+        if stop.is_cancelled() {
             return (Ran::Cancelled, false);
         }
         // Built inside the guarded future: a `reconcile` that panics before
@@ -289,9 +296,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let ran = tokio::select! {
             biased;
             ran = &mut reconcile => finished(ran),
-            () = cancel.cancelled() => Ran::Cancelled,
+            () = stop.cancelled() => Ran::Cancelled,
             () = timer => {
-                cancel.cancel();
+                token.cancel();
                 Ran::TimedOut
             }
         };
