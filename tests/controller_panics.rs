@@ -273,3 +273,135 @@ async fn a_panic_after_a_timeout_does_not_leave_the_worker_cancelled() {
     assert_eq!(reconciler.calls.load(Ordering::SeqCst), 2);
     harness.shutdown().await.expect("clean");
 }
+
+/// A rate limiter whose `when` panics the first `panics` times, then waits
+/// a minute; counts its calls.
+struct PanickingLimiter {
+    panics: usize,
+    calls: AtomicUsize,
+}
+
+impl tend::rate_limit::RateLimiter<String> for PanickingLimiter {
+    fn when(&self, _key: &String) -> Duration {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.panics {
+            panic!("injected rate limiter panic");
+        }
+        Duration::from_secs(60)
+    }
+
+    fn forget(&self, _key: &String) {}
+
+    fn retries(&self, _key: &String) -> u32 {
+        0
+    }
+}
+
+/// Counts the rate limiter's panics the queue reports.
+#[derive(Default)]
+struct LimiterPanics(AtomicUsize);
+
+impl tend::QueueObserver for LimiterPanics {
+    fn limiter_panicked(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Fails every reconcile until the key has been tried `fails + 1` times.
+struct FailsTimes {
+    fails: usize,
+    calls: AtomicUsize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("injected failure")]
+struct Injected;
+
+impl Reconciler<Item> for Arc<FailsTimes> {
+    type Error = Injected;
+
+    async fn reconcile(&self, _ctx: Context<Item>) -> Result<Action, Injected> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.fails {
+            return Err(Injected);
+        }
+        Ok(Action::Done)
+    }
+}
+
+/// Runs a controller over one item whose reconcile fails `fails` times,
+/// with `limiter`; returns the reconcile calls once it succeeded and the
+/// limiter panics reported.
+async fn retries_through(limiter: PanickingLimiter, fails: usize) -> (usize, usize) {
+    std::panic::set_hook(Box::new(|_| {}));
+    let items = MemoryStore::<Item>::new("items");
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let reconciler = Arc::new(FailsTimes {
+        fails,
+        calls: AtomicUsize::new(0),
+    });
+    let panics = Arc::new(LimiterPanics::default());
+    let count = Arc::new(Count::default());
+    let controller = Controller::builder("retries", &informer, Arc::clone(&reconciler))
+        .rate_limiter(limiter)
+        .queue_observer(panics.clone())
+        .observer(count.clone())
+        .build()
+        .expect("valid");
+    let mut harness = tend::testing::Harness::new();
+    harness.informer(&informer);
+    harness.controller(controller);
+    items
+        .create(Item {
+            name: "x".into(),
+            version: Revision::ZERO,
+        })
+        .expect("created");
+    timeout(Duration::from_secs(3600), async {
+        while count.successes.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the key was never retried to success: stranded by the panicking rate limiter");
+    harness.shutdown().await.expect("clean");
+    (
+        reconciler.calls.load(Ordering::SeqCst),
+        panics.0.load(Ordering::SeqCst),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiter_that_always_panics_still_retries_the_key() {
+    let started = tokio::time::Instant::now();
+    let limiter = PanickingLimiter {
+        panics: usize::MAX,
+        calls: AtomicUsize::new(0),
+    };
+    let (calls, panics) = retries_through(limiter, 5).await;
+    assert_eq!(calls, 6, "five failures, then a success");
+    assert_eq!(panics, 5, "each retry's panic reported");
+    // Each retry waited the fixed fallback delay of 1 s.
+    let took = started.elapsed();
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(6)).contains(&took),
+        "five fallback delays took {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiter_that_panics_once_costs_only_that_retrys_timing() {
+    let started = tokio::time::Instant::now();
+    let limiter = PanickingLimiter {
+        panics: 1,
+        calls: AtomicUsize::new(0),
+    };
+    let (calls, panics) = retries_through(limiter, 2).await;
+    assert_eq!(calls, 3);
+    assert_eq!(panics, 1);
+    // The first retry after the fallback 1 s, the second after the limiter's
+    // own minute.
+    let took = started.elapsed();
+    assert!(
+        (Duration::from_secs(61)..Duration::from_secs(62)).contains(&took),
+        "took {took:?}"
+    );
+}

@@ -85,6 +85,7 @@ pub(super) struct Metrics {
     queue_duration: HistogramFamily<QueueLabels>,
     work_duration: HistogramFamily<QueueLabels>,
     retries: Family<QueueLabels, Counter>,
+    limiter_panics: Family<QueueLabels, Counter>,
     leader: Family<NameLabels, Gauge>,
     pulled: Arc<Pulled>,
 }
@@ -105,6 +106,7 @@ impl Metrics {
             queue_duration: Family::new_with_constructor(workqueue_histogram),
             work_duration: Family::new_with_constructor(workqueue_histogram),
             retries: Family::default(),
+            limiter_panics: Family::default(),
             leader: Family::default(),
             pulled: Arc::new(Pulled::default()),
         };
@@ -185,6 +187,11 @@ impl Metrics {
             "Total number of retries handled by workqueue",
             self.retries.clone(),
         );
+        r.register(
+            "tend_workqueue_rate_limiter_panics",
+            "Total number of panics of a workqueue's rate limiter (each retried after a fixed delay)",
+            self.limiter_panics.clone(),
+        );
     }
 
     /// The observer for controller `name`'s reconciles; initialises its
@@ -218,6 +225,7 @@ impl Metrics {
             queue_duration: self.queue_duration.get_or_create_owned(&labels),
             work_duration: self.work_duration.get_or_create_owned(&labels),
             retries: self.retries.get_or_create_owned(&labels),
+            limiter_panics: self.limiter_panics.get_or_create_owned(&labels),
         })
     }
 
@@ -311,6 +319,7 @@ pub(super) struct QueueMetrics {
     queue_duration: Histogram,
     work_duration: Histogram,
     retries: Counter,
+    limiter_panics: Counter,
 }
 
 impl QueueObserver for QueueMetrics {
@@ -328,6 +337,10 @@ impl QueueObserver for QueueMetrics {
 
     fn retried(&self) {
         self.retries.inc();
+    }
+
+    fn limiter_panicked(&self) {
+        self.limiter_panics.inc();
     }
 }
 

@@ -62,6 +62,10 @@ pub use self::builder::WorkQueueBuilder;
 pub use self::observer::{InFlightKey, QueueObserver, QueueStats};
 pub use self::priority::Priority;
 
+/// How long a retry waits when its rate limiter panicked: long enough not
+/// to spin, short enough that the key is soon retried.
+const LIMITER_PANIC_DELAY: Duration = Duration::from_secs(1);
+
 /// What a queue key must be: cheap to clone, hashable, printable, shareable.
 ///
 /// Implemented for every type with those bounds (`String`, `Arc<str>`,
@@ -212,6 +216,12 @@ impl<K: QueueKey> WorkQueue<K> {
     /// A key already pending (ready, scheduled or dirty) is left as it is and
     /// the rate limiter is not asked, so a deduplicated add never spends a
     /// token of a shared bucket nor counts as a failure.
+    ///
+    /// A rate limiter that panics costs only this retry's timing: the key
+    /// waits a fixed 1 s instead, the panic is logged at error level and
+    /// reported to [`QueueObserver::limiter_panicked`]. (The same holds for
+    /// [`forget`](Self::forget) and [`retries`](Self::retries), which then
+    /// does as if none were on record.)
     pub fn add_rate_limited(&self, key: K) {
         self.add_rate_limited_marked(key, 0);
     }
@@ -224,10 +234,17 @@ impl<K: QueueKey> WorkQueue<K> {
             if core.is_shut_down() || core.mark_pending(&key, marks) {
                 return None;
             }
-            let delay = self.shared.limiter.when(&key);
-            Some(core.add_after(key, now.after(delay), marks, now))
+            let (delay, panicked) = match self.ask_limiter(|l| l.when(&key)) {
+                Some(delay) => (delay, None),
+                None => (LIMITER_PANIC_DELAY, Some(key.clone())),
+            };
+            Some((core.add_after(key, now.after(delay), marks, now), panicked))
         });
-        if let Some(scheduled) = scheduled {
+        if let Some((scheduled, panicked)) = scheduled {
+            if let Some(key) = panicked {
+                tracing::error!(queue = %self.shared.name, ?key, delay = ?LIMITER_PANIC_DELAY, "the rate limiter panicked, retrying after the fallback delay");
+                self.report(|o| o.limiter_panicked());
+            }
             self.report(|o| o.retried());
             self.after_schedule(scheduled);
         }
@@ -236,13 +253,36 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Forgets `key`'s failures: its next rate-limited add starts the backoff
     /// afresh. Call it when the key was processed successfully.
     pub fn forget(&self, key: &K) {
-        self.shared.limiter.forget(key);
+        self.limiter_logged("forget", key, |l| l.forget(key));
     }
 
-    /// How many failures of `key` the rate limiter has on record.
+    /// How many failures of `key` the rate limiter has on record (0 if the
+    /// rate limiter panicked when asked).
     #[must_use]
     pub fn retries(&self, key: &K) -> u32 {
-        self.shared.limiter.retries(key)
+        self.limiter_logged("retries", key, |l| l.retries(key))
+            .unwrap_or(0)
+    }
+
+    /// Asks the rate limiter (user code) something; `None` if it panicked.
+    fn ask_limiter<T>(&self, ask: impl FnOnce(&dyn RateLimiter<K>) -> T) -> Option<T> {
+        std::panic::catch_unwind(AssertUnwindSafe(|| ask(&*self.shared.limiter))).ok()
+    }
+
+    /// [`ask_limiter`](Self::ask_limiter) about `key`, logging and counting
+    /// a panic.
+    fn limiter_logged<T>(
+        &self,
+        call: &str,
+        key: &K,
+        ask: impl FnOnce(&dyn RateLimiter<K>) -> T,
+    ) -> Option<T> {
+        let answer = self.ask_limiter(ask);
+        if answer.is_none() {
+            tracing::error!(queue = %self.shared.name, ?key, call, "the rate limiter panicked");
+            self.report(|o| o.limiter_panicked());
+        }
+        answer
     }
 
     /// Waits for the next key and hands it to the caller, who must call
