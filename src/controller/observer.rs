@@ -8,9 +8,9 @@ use std::time::Duration;
 pub enum Outcome {
     /// [`Action::Done`](super::Action::Done).
     Success,
-    /// [`Action::RequeueAfter`](super::Action::RequeueAfter) with a zero delay.
+    /// [`Action::Requeue`](super::Action::Requeue): again after the key's backoff.
     Requeue,
-    /// [`Action::RequeueAfter`](super::Action::RequeueAfter) with a delay.
+    /// [`Action::RequeueAfter`](super::Action::RequeueAfter).
     RequeueAfter,
     /// The reconciler returned an error that will be retried.
     Error,

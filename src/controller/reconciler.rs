@@ -72,13 +72,49 @@ pub trait Reconciler<O: Object>: Send + Sync + 'static {
 }
 
 /// What a successful reconcile asks for next.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::controller::Action;
+///
+/// fn next(ready: bool, operation_pending: bool) -> Action {
+///     if ready {
+///         Action::Done // until something changes
+///     } else if operation_pending {
+///         Action::RequeueAfter(Duration::from_secs(5)) // poll it
+///     } else {
+///         Action::Requeue // not there yet: again soon, backing off
+///     }
+/// }
+/// assert_eq!(next(true, false), Action::Done);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Nothing until the next change or resync; the key's backoff is reset.
     Done,
+    /// Reconcile again after the key's backoff, as after a failure but with
+    /// no error (controller-runtime's `Requeue: true`): repeated requeues
+    /// wait longer and longer (5 ms doubling to 1000 s with the default rate
+    /// limiter), [`Context::attempt`](super::Context::attempt) counts them,
+    /// and the next reconcile reports [`Trigger::Requeue`](super::Trigger).
+    /// `Done` or `RequeueAfter` resets the backoff.
+    Requeue,
     /// Reconcile again after this long, even if nothing changes (polling an
     /// external system, waiting for a slow operation); resets the backoff.
+    ///
+    /// Delays shorter than [`Action::MIN_REQUEUE_DELAY`] (1 ms), zero
+    /// included, wait that long: an immediate requeue would make the key a
+    /// busy loop that never lets the runtime idle (and stops tokio's paused
+    /// clock in tests). The key then waits in the queue like any timed key,
+    /// so other keys are not starved.
     RequeueAfter(Duration),
+}
+
+impl Action {
+    /// The shortest wait of [`Action::RequeueAfter`].
+    pub const MIN_REQUEUE_DELAY: Duration = Duration::from_millis(1);
 }
 
 /// How a reconcile error is handled.

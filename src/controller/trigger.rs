@@ -20,7 +20,8 @@ pub enum Trigger {
     Resync,
     /// The previous reconcile failed (or panicked, or timed out).
     Retry,
-    /// The previous reconcile asked for [`Action::RequeueAfter`](super::Action::RequeueAfter).
+    /// The previous reconcile asked for [`Action::Requeue`](super::Action::Requeue)
+    /// or [`Action::RequeueAfter`](super::Action::RequeueAfter).
     Requeue,
 }
 

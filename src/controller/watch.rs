@@ -96,10 +96,11 @@ impl<K: crate::QueueKey> Enqueue<K> {
             .add_after_marked(key, delay, Triggers::from(trigger).bits());
     }
 
-    /// Queues `key` after its rate limiter's delay (a retry).
-    pub(crate) fn push_retry(&self, key: K) {
+    /// Queues `key` after its rate limiter's delay (a retry, or a requeue
+    /// with backoff).
+    pub(crate) fn push_backoff(&self, key: K, trigger: Trigger) {
         self.queue
-            .add_rate_limited_marked(key, Triggers::from(Trigger::Retry).bits());
+            .add_rate_limited_marked(key, Triggers::from(trigger).bits());
     }
 }
 

@@ -187,7 +187,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 Err(panic) => {
                     tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        self.sink.push_retry(key.clone());
+                        self.retry(&key);
                     }));
                     // Whether it waited (and perhaps timed out) is unknown:
                     // assume it did.
@@ -221,8 +221,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let queue = &self.sink.queue;
         let attempt = queue.retries(key).saturating_add(1);
         // After a failure, whatever queued this run (the retry timer, or a
-        // change that came first), it is also a retry.
-        let triggers = if attempt > 1 {
+        // change that came first), it is also a retry; after a backoff
+        // requeue, it is that.
+        let triggers = if attempt > 1 && !triggers.contains(Trigger::Requeue) {
             triggers.with(Trigger::Retry)
         } else {
             triggers
@@ -321,15 +322,17 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 tracing::debug!(?took, "reconciled");
                 Outcome::Success
             }
+            Ran::Returned(Ok(Action::Requeue)) => {
+                self.sink.push_backoff(key.clone(), Trigger::Requeue);
+                tracing::debug!(?took, "reconciled, requeue with backoff requested");
+                Outcome::Requeue
+            }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
                 forget(key);
+                let delay = delay.max(Action::MIN_REQUEUE_DELAY);
                 self.sink.push_after(key.clone(), Trigger::Requeue, delay);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
-                if delay.is_zero() {
-                    Outcome::Requeue
-                } else {
-                    Outcome::RequeueAfter
-                }
+                Outcome::RequeueAfter
             }
             Ran::Returned(Err(error)) => match self.reconciler.error_policy(&error) {
                 ErrorPolicy::Terminal => {
@@ -361,7 +364,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     fn retry(&self, key: &O::Key) {
-        self.sink.push_retry(key.clone());
+        self.sink.push_backoff(key.clone(), Trigger::Retry);
     }
 
     /// Re-enqueues every cached primary key each (jittered) period.

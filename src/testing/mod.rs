@@ -60,8 +60,11 @@
 pub mod etcd;
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -172,6 +175,12 @@ impl Harness {
     /// Scheduled keys (retries, requeues) do not count: a controller that
     /// requeues every minute is idle between its runs.
     ///
+    /// `timeout` bounds both tokio's clock and the wall clock, whichever
+    /// passes first. On the paused clock, tokio's time moves only when every
+    /// task waits, so work that never lets the runtime idle (a reconcile
+    /// that never waits, in a loop with a change it makes itself) stops it:
+    /// `settle` then fails after `timeout` of real time instead of hanging.
+    ///
     /// # Errors
     ///
     /// [`HarnessError::NotSettled`] naming what was busy when `timeout`
@@ -182,6 +191,8 @@ impl Harness {
     /// Cancel safe: it only observes.
     pub async fn settle(&mut self, timeout: Duration) -> Result<(), HarnessError> {
         let deadline = crate::time::deadline(Instant::now(), timeout);
+        let started = std::time::Instant::now();
+        let ticker = WallTicker::start();
         let mut quiet_since: Option<Instant> = None;
         loop {
             if let Some(result) = self.tasks.try_join_next() {
@@ -195,13 +206,16 @@ impl Harness {
                 None => {
                     quiet_since.get_or_insert(now);
                 }
-                Some(_) if now >= deadline => {
+                Some(_) if now >= deadline || started.elapsed() >= timeout => {
                     let busy = self.busy().unwrap_or_default();
                     return Err(HarnessError::NotSettled { timeout, busy });
                 }
                 Some(_) => quiet_since = None,
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(1)) => {}
+                () = ticker.tick() => {}
+            }
         }
     }
 
@@ -242,6 +256,55 @@ impl Harness {
             }
         }
         first_error
+    }
+}
+
+/// Wakes a waiting task every few milliseconds of real time, from a thread
+/// of its own: a busy runtime on the paused clock never fires tokio's
+/// timers. The thread ends when this is dropped.
+struct WallTicker {
+    notify: Arc<Notify>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::Thread>,
+}
+
+impl WallTicker {
+    const PERIOD: Duration = Duration::from_millis(5);
+
+    fn start() -> Self {
+        let notify = Arc::new(Notify::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let spawned = std::thread::Builder::new()
+            .name(String::from("tend-settle-ticker"))
+            .spawn({
+                let (notify, stop) = (Arc::clone(&notify), Arc::clone(&stop));
+                move || {
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(Self::PERIOD);
+                        notify.notify_one();
+                    }
+                }
+            });
+        // Without a thread (none could be made), only tokio's clock bounds.
+        let thread = spawned.ok().map(|handle| handle.thread().clone());
+        Self {
+            notify,
+            stop,
+            thread,
+        }
+    }
+
+    async fn tick(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for WallTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = &self.thread {
+            thread.unpark();
+        }
     }
 }
 

@@ -1,0 +1,237 @@
+//! Requeues: `Action::Requeue` backs off, a zero `RequeueAfter` is no busy
+//! loop, and `Harness::settle` returns within its bound however busy the
+//! controllers are.
+
+mod support;
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::{wait_until, within};
+use tend::controller::{
+    Action, Context, Controller, ControllerObserver, Outcome, Reconciler, Trigger,
+};
+use tend::memory::MemoryStore;
+use tend::testing::{Harness, HarnessError};
+use tend::{Informer, Revision};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone)]
+struct Item {
+    name: String,
+    version: Revision,
+}
+
+tend::impl_object!(Item, key: name: String, version: version);
+
+fn item(name: &str) -> Item {
+    Item {
+        name: name.to_owned(),
+        version: Revision::ZERO,
+    }
+}
+
+/// One reconcile as seen: key, attempt, whether it was a requeue or a
+/// retry, and when.
+#[derive(Debug, Clone)]
+struct Run {
+    key: String,
+    attempt: u32,
+    requeue: bool,
+    retry: bool,
+    at: Instant,
+}
+
+/// Answers `action(key, runs of that key so far)`, recording every run.
+struct Scripted<F> {
+    action: F,
+    runs: Mutex<Vec<Run>>,
+}
+
+impl<F> Scripted<F> {
+    fn runs(&self, key: &str) -> Vec<Run> {
+        let runs = self.runs.lock().expect("not poisoned");
+        runs.iter().filter(|run| run.key == key).cloned().collect()
+    }
+}
+
+impl<F: Fn(&str, usize) -> Action + Send + Sync + 'static> Reconciler<Item> for Arc<Scripted<F>> {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Self::Error> {
+        let key = ctx.key().clone();
+        let mut runs = self.runs.lock().expect("not poisoned");
+        let before = runs.iter().filter(|run| run.key == key).count();
+        runs.push(Run {
+            key: key.clone(),
+            attempt: ctx.attempt(),
+            requeue: ctx.triggers().contains(Trigger::Requeue),
+            retry: ctx.triggers().contains(Trigger::Retry),
+            at: Instant::now(),
+        });
+        drop(runs);
+        Ok((self.action)(&key, before))
+    }
+}
+
+/// Counts outcomes.
+#[derive(Default)]
+struct Outcomes(Mutex<Vec<Outcome>>);
+
+impl ControllerObserver for Outcomes {
+    fn reconcile_finished(&self, outcome: Outcome, _took: Duration) {
+        self.0.lock().expect("not poisoned").push(outcome);
+    }
+}
+
+fn start<F: Fn(&str, usize) -> Action + Send + Sync + 'static>(
+    items: &MemoryStore<Item>,
+    action: F,
+) -> (Harness, Arc<Scripted<F>>, Arc<Outcomes>) {
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let script = Arc::new(Scripted {
+        action,
+        runs: Mutex::new(Vec::new()),
+    });
+    let outcomes = Arc::new(Outcomes::default());
+    let controller = Controller::builder("scripted", &informer, Arc::clone(&script))
+        .concurrency(NonZeroUsize::MIN)
+        .observer(outcomes.clone())
+        .build()
+        .expect("valid");
+    let mut harness = Harness::new();
+    harness.informer(&informer);
+    harness.controller(controller);
+    (harness, script, outcomes)
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[tokio::test(start_paused = true)]
+async fn requeue_waits_the_keys_backoff_and_reports_a_requeue() {
+    let items = MemoryStore::new("items");
+    // Three requeues, then done.
+    let (mut harness, script, outcomes) = start(&items, |_, runs| {
+        if runs < 3 {
+            Action::Requeue
+        } else {
+            Action::Done
+        }
+    });
+    items.create(item("a")).expect("created");
+    harness.settle(LIMIT).await.expect("settled");
+    let runs = script.runs("a");
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    let attempts: Vec<u32> = runs.iter().map(|run| run.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3, 4], "requeues count as attempts");
+    // The default limiter's backoff: 5 ms, doubling.
+    let gaps: Vec<Duration> = runs.windows(2).map(|w| w[1].at - w[0].at).collect();
+    assert_eq!(
+        gaps,
+        [5, 10, 20].map(Duration::from_millis),
+        "each requeue waits longer"
+    );
+    assert!(
+        runs[1..].iter().all(|run| run.requeue && !run.retry),
+        "{runs:?}"
+    );
+    let outcomes = outcomes.0.lock().expect("not poisoned").clone();
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Requeue,
+            Outcome::Requeue,
+            Outcome::Requeue,
+            Outcome::Success
+        ]
+    );
+    // Done reset the backoff: the next change is a first attempt.
+    let current = items.get(&"a".to_owned()).expect("exists");
+    items.update(current).expect("updated");
+    harness.settle(LIMIT).await.expect("settled");
+    assert_eq!(script.runs("a").last().map(|run| run.attempt), Some(1));
+    harness.shutdown().await.expect("clean");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_requeue_delay_waits_a_millisecond_and_starves_no_other_key() {
+    let items = MemoryStore::new("items");
+    let (harness, script, _) = start(&items, |key, _| {
+        if key == "loop" {
+            Action::RequeueAfter(Duration::ZERO)
+        } else {
+            Action::Done
+        }
+    });
+    items.create(item("loop")).expect("created");
+    wait_until("the loop ran 10 times", LIMIT, || {
+        script.runs("loop").len() >= 10
+    })
+    .await;
+    items.create(item("other")).expect("created");
+    wait_until("the other key reconciled", LIMIT, || {
+        !script.runs("other").is_empty()
+    })
+    .await;
+    let runs = script.runs("loop");
+    assert!(
+        runs.windows(2)
+            .all(|w| w[1].at - w[0].at >= Action::MIN_REQUEUE_DELAY),
+        "a zero requeue delay ran the key again at once"
+    );
+    harness.shutdown().await.expect("clean");
+}
+
+/// Writes its own object on every reconcile: a loop through the store and
+/// the informer that never lets the runtime idle, so tokio's paused clock
+/// stops.
+struct Rewrites(MemoryStore<Item>);
+
+impl Reconciler<Item> for Rewrites {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Self::Error> {
+        if let Some(object) = ctx.object() {
+            let _ = self.0.update((**object).clone());
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[test]
+fn settle_returns_within_its_bound_when_the_runtime_never_idles() {
+    // Run on a thread of its own: before the fix `settle` hung for ever, and
+    // no tokio timer fires on a stopped paused clock.
+    let (sender, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        let settled = runtime.block_on(async {
+            let items = MemoryStore::new("items");
+            let informer = Informer::builder(items.clone()).build().expect("valid");
+            let mut harness = Harness::new();
+            harness.informer(&informer);
+            harness.controller(
+                Controller::builder("rewrites", &informer, Rewrites(items.clone()))
+                    .build()
+                    .expect("valid"),
+            );
+            items.create(item("a")).expect("created");
+            within("settle", LIMIT, harness.settle(Duration::from_secs(1))).await
+        });
+        let _ = sender.send(settled);
+    });
+    let settled = result
+        .recv_timeout(Duration::from_secs(30))
+        .expect("settle(1 s) still running after 30 s of real time");
+    match settled {
+        Err(HarnessError::NotSettled { busy, .. }) => {
+            assert!(busy.contains("rewrites"), "{busy}");
+        }
+        other => panic!("a controller rewriting its object settled: {other:?}"),
+    }
+}
