@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::{StreamExt, stream};
 use tend::memory::{Faults, MemoryStore};
 use tend::{Informer, InformerError, Revision, Snapshot, Source, SourceError, WatchStream};
 use tokio::time::Instant;
@@ -480,6 +481,136 @@ async fn repeated_watch_failures_lead_to_a_relist() {
     store.create(Pod::new("b", "x", 1)).unwrap();
     wait_until("the live change", STEP, || informer.store().len() == 2).await;
     assert_eq!(informer.stats().lists, 2);
+    running.stop().await;
+}
+
+/// A source that can be taken down: while `down` holds `true`, lists and
+/// new watches fail and open watches end with an error.
+struct Outage {
+    store: MemoryStore<Pod>,
+    down: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Outage {
+    fn refuse(&self) -> Result<(), SourceError> {
+        if *self.down.borrow() {
+            return Err(SourceError::unavailable("connection refused"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Source for Outage {
+    type Object = Pod;
+
+    fn name(&self) -> &str {
+        "outage"
+    }
+
+    async fn list(&self) -> Result<Snapshot<Pod>, SourceError> {
+        self.refuse()?;
+        self.store.list().await
+    }
+
+    async fn watch(&self, from: Revision) -> Result<WatchStream<Pod>, SourceError> {
+        self.refuse()?;
+        let mut down = self.down.clone();
+        let cut = async move {
+            let _ = down.wait_for(|down| *down).await;
+        };
+        let reset = stream::once(async { Err(SourceError::unavailable("connection reset")) });
+        Ok(self
+            .store
+            .watch(from)
+            .await?
+            .take_until(cut)
+            .chain(reset)
+            .boxed())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_fails() {
+    let store = seeded(&["a"]);
+    let (down, watch_down) = tokio::sync::watch::channel(false);
+    let informer = Informer::builder(Outage {
+        store: store.clone(),
+        down: watch_down,
+    })
+    .build()
+    .unwrap();
+    let before = informer.stats();
+    assert_eq!((before.last_progress, before.failing_since), (None, None));
+    let start = Instant::now();
+    let running = Running::start(&informer);
+    synced_and_watching(&informer, &store, 1).await;
+    let listed = informer.stats();
+    assert_eq!(
+        (listed.last_progress, listed.failing_since),
+        (Some(start), None)
+    );
+
+    tokio::time::sleep(STEP).await;
+    let changed = Instant::now();
+    touch(&store, "a");
+    wait_until("the change", STEP, || {
+        informer.stats().last_progress >= Some(changed)
+    })
+    .await;
+    tokio::time::sleep(STEP).await;
+    let bookmarked = Instant::now();
+    store.bookmark();
+    wait_until("the bookmark", STEP, || {
+        informer.stats().last_progress >= Some(bookmarked)
+    })
+    .await;
+    let progressed = informer.stats().last_progress;
+
+    // A short outage: the watch is cut, then reopens (no relist) on a quiet
+    // source. An opened watch ends the failures, but is not progress.
+    down.send(true).unwrap();
+    wait_until("the cut", STEP, || informer.stats().failing_since.is_some()).await;
+    down.send(false).unwrap();
+    wait_until("the reconnect", STEP, || {
+        informer.stats().failing_since.is_none()
+    })
+    .await;
+    let reconnected = informer.stats();
+    assert_eq!(
+        (reconnected.lists, reconnected.last_progress),
+        (1, progressed),
+        "reconnected without a list, and nothing delivered"
+    );
+
+    let broke = Instant::now();
+    down.send(true).unwrap();
+    wait_until("the failure", STEP, || {
+        informer.stats().failing_since.is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let failing = informer.stats();
+    assert_eq!(
+        failing.failing_since,
+        Some(broke),
+        "the run of failures began when the watch was cut"
+    );
+    assert_eq!(failing.last_progress, progressed, "no progress since");
+    assert!(
+        failing.lists > 1,
+        "it tried to relist, in vain: {failing:?}"
+    );
+
+    down.send(false).unwrap();
+    wait_until("the recovery", Duration::from_secs(60), || {
+        informer.stats().failing_since.is_none()
+    })
+    .await;
+    assert!(
+        informer.stats().last_progress > progressed,
+        "a list succeeded"
+    );
     running.stop().await;
 }
 

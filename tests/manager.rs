@@ -156,6 +156,44 @@ async fn two_controllers_share_one_informer_and_both_reconcile() {
     stop("run to return", &shutdown, run).await;
 }
 
+#[test]
+fn zero_timeouts_and_stall_bounds_are_refused_and_huge_ones_accepted() {
+    let refused = |builder: tend::manager::ManagerBuilder| match builder.build() {
+        Err(ManagerError::InvalidConfig { reason }) => reason,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    };
+    assert_eq!(
+        refused(manager().graceful_shutdown_timeout(Duration::ZERO)),
+        "the graceful-shutdown timeout is zero"
+    );
+    assert_eq!(
+        refused(manager().sync_timeout(Duration::ZERO)),
+        "the sync timeout is zero"
+    );
+    assert_eq!(
+        refused(manager().stuck_key_after(Duration::ZERO)),
+        "the stuck-key bound is zero"
+    );
+    let error = manager()
+        .stalled_informer_after(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "manager is misconfigured: the stalled-informer bound is zero"
+    );
+    manager()
+        .stuck_key_after(Duration::MAX)
+        .stuck_key_after_timeouts(std::num::NonZeroU32::MAX)
+        .stalled_informer_after(Duration::MAX)
+        .build()
+        .expect("huge bounds mean never");
+    manager()
+        .without_stall_checks()
+        .build()
+        .expect("checks off");
+}
+
 #[tokio::test]
 async fn registration_rejects_duplicates_and_type_mismatches() {
     let store = widgets(&[]);

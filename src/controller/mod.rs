@@ -168,6 +168,11 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         self.config.concurrency
     }
 
+    /// How long a reconcile may run before it is cancelled (`None`: forever).
+    pub(crate) fn reconcile_timeout(&self) -> Option<Duration> {
+        self.config.reconcile_timeout
+    }
+
     /// Runs the loop until `shutdown` is cancelled.
     ///
     /// Subscribes to every informer, waits until their caches (and this

@@ -1,6 +1,9 @@
-//! The informer's counters.
+//! The informer's counters, and when it last made progress.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use crate::source::Revision;
 
@@ -32,6 +35,14 @@ pub struct InformerStats {
     /// The latest revision the informer has seen (from lists, changes and
     /// bookmarks): where the next watch starts.
     pub revision: Revision,
+    /// When the informer last made progress: a successful list, or a change
+    /// or bookmark from its watch (stale changes count: the source
+    /// answered). `None` before the first.
+    pub last_progress: Option<Instant>,
+    /// When the source's current run of failures began: the first failed
+    /// list, watch or open watch after a success. `None` while the last
+    /// call succeeded (a list, an opened watch, a change or bookmark).
+    pub failing_since: Option<Instant>,
 }
 
 /// The live counters, updated by the informer's task.
@@ -44,6 +55,15 @@ pub(crate) struct Counters {
     pub(crate) stale_ignored: AtomicU64,
     pub(crate) resyncs: AtomicU64,
     pub(crate) revision: AtomicU64,
+    progress: Mutex<Progress>,
+}
+
+/// [`InformerStats::last_progress`] and [`InformerStats::failing_since`]:
+/// updated once per list, watch call or batch of changes, not per change.
+#[derive(Debug, Default, Clone, Copy)]
+struct Progress {
+    last: Option<Instant>,
+    failing_since: Option<Instant>,
 }
 
 impl Counters {
@@ -57,8 +77,27 @@ impl Counters {
         }
     }
 
+    /// The source delivered: a list, or changes or bookmarks from a watch.
+    pub(crate) fn progressed(&self, now: Instant) {
+        *self.progress.lock() = Progress {
+            last: Some(now),
+            failing_since: None,
+        };
+    }
+
+    /// A call to the source succeeded without delivering (a watch opened).
+    pub(crate) fn succeeded(&self) {
+        self.progress.lock().failing_since = None;
+    }
+
+    /// A call to the source failed.
+    pub(crate) fn failed(&self, now: Instant) {
+        self.progress.lock().failing_since.get_or_insert(now);
+    }
+
     pub(crate) fn snapshot(&self, cache_size: usize) -> InformerStats {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let progress = *self.progress.lock();
         InformerStats {
             lists: load(&self.lists),
             relists: load(&self.relists),
@@ -68,6 +107,8 @@ impl Counters {
             resyncs: load(&self.resyncs),
             cache_size,
             revision: Revision::new(load(&self.revision)),
+            last_progress: progress.last,
+            failing_since: progress.failing_since,
         }
     }
 }

@@ -164,6 +164,7 @@ impl<'a, O: Object> Runner<'a, O> {
         }
         match self.shared.source.list().await {
             Ok(snapshot) => {
+                counters.progressed(Instant::now());
                 self.apply_list(snapshot, initial);
                 self.backoff.healthy();
                 self.failures = 0;
@@ -171,6 +172,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 State::Connect { resume: false }
             }
             Err(error) => {
+                counters.failed(Instant::now());
                 let delay = self.backoff.next_delay();
                 tracing::warn!(error = %error_chain(&error), ?delay, "list failed; backing off");
                 State::Backoff {
@@ -184,6 +186,7 @@ impl<'a, O: Object> Runner<'a, O> {
     async fn connect(&mut self, resume: bool) -> State<O> {
         match self.shared.source.watch(self.revision).await {
             Ok(stream) => {
+                self.shared.counters.succeeded();
                 if resume {
                     Counters::bump(&self.shared.counters.watch_restarts);
                 }
@@ -209,6 +212,7 @@ impl<'a, O: Object> Runner<'a, O> {
             return Some(self.watch_over(first, *progressed));
         };
         *progressed = true;
+        self.shared.counters.progressed(Instant::now());
         self.failures = 0;
         self.fresh_list = false;
         let shared = self.shared;
@@ -261,6 +265,7 @@ impl<'a, O: Object> Runner<'a, O> {
     }
 
     fn watch_failed(&mut self, error: &SourceError) -> State<O> {
+        self.shared.counters.failed(Instant::now());
         if error.is_expired() && !self.fresh_list {
             tracing::info!(error = %error_chain(error), "watch expired; relisting");
             return State::List;

@@ -3,12 +3,14 @@
 use std::fmt;
 #[cfg(feature = "http")]
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use prometheus_client::registry::Registry;
 
+use super::health::StallLimits;
 use super::signals::Signals;
 use super::{LeaderElector, Manager, ManagerError};
 
@@ -21,6 +23,7 @@ pub struct ManagerBuilder {
     pub(super) sync_timeout: Duration,
     pub(super) elector: Option<Arc<dyn LeaderElector>>,
     pub(super) standby_ready: bool,
+    pub(super) stalls: StallLimits,
     pub(super) signals: Signals,
     pub(super) registry: Option<Registry>,
 }
@@ -34,6 +37,7 @@ impl ManagerBuilder {
             sync_timeout: Duration::from_secs(120),
             elector: None,
             standby_ready: true,
+            stalls: StallLimits::DEFAULT,
             signals: Signals::Os,
             registry: None,
         }
@@ -78,6 +82,52 @@ impl ManagerBuilder {
         self
     }
 
+    /// `/healthz` fails while a controller holds a key longer than
+    /// `timeouts` × its reconcile timeout (default 3), naming the controller
+    /// and its oldest such keys.
+    ///
+    /// A worker cancels a reconcile at its timeout, so a key held at a
+    /// multiple of it means the worker is wedged (a reconcile that blocks
+    /// its thread, a destructor that hangs), which only a restart cures.
+    /// The slack above one timeout covers a busy runtime and synchronous
+    /// work before the reconcile's first `.await` (its timer starts there).
+    pub fn stuck_key_after_timeouts(mut self, timeouts: NonZeroU32) -> Self {
+        self.stalls.timeouts = Some(timeouts);
+        self
+    }
+
+    /// `/healthz` also fails while a controller holds a key longer than
+    /// `bound`, whatever its reconcile timeout (default: no such bound). The
+    /// shorter of this and [`stuck_key_after_timeouts`](Self::stuck_key_after_timeouts)
+    /// applies; this one also covers controllers whose timeout is so large
+    /// that its multiple does not fit a `Duration`.
+    pub fn stuck_key_after(mut self, bound: Duration) -> Self {
+        self.stalls.held = Some(bound);
+        self
+    }
+
+    /// `/healthz` fails while an informer's source has kept failing for
+    /// longer than `bound` (default 15 minutes), naming the informer: every
+    /// list and watch since then failed, and nothing (no list, change,
+    /// bookmark or opened watch) succeeded. A source that is merely quiet
+    /// is healthy. `Duration::MAX` turns the check off.
+    ///
+    /// A restart helps when the fault is this process's (a dead connection
+    /// pool, stale credentials or DNS) while other replicas are fine; when
+    /// the source is down for everyone, restarts are harmless but do not
+    /// help, so keep the bound well past the outages you ride out.
+    pub fn stalled_informer_after(mut self, bound: Duration) -> Self {
+        self.stalls.informer = Some(bound);
+        self
+    }
+
+    /// Turns off the stall checks above: `/healthz` fails only once a task
+    /// has failed. A later call of one of them turns that check back on.
+    pub fn without_stall_checks(mut self) -> Self {
+        self.stalls = StallLimits::OFF;
+        self
+    }
+
     /// Takes shutdown signals from `signals` instead of SIGTERM/SIGINT: the
     /// first item starts a graceful shutdown, the second forces it. For tests
     /// and for embedding in a program that handles signals itself.
@@ -104,17 +154,20 @@ impl ManagerBuilder {
     ///
     /// # Errors
     ///
-    /// [`ManagerError::InvalidConfig`] for a zero timeout;
+    /// [`ManagerError::InvalidConfig`] for a zero timeout or stall bound;
     /// [`ManagerError::Http`] when the address cannot be bound.
     pub fn build(self) -> Result<Manager, ManagerError> {
-        if self.grace.is_zero() {
+        let zero = [
+            (Some(self.grace), "the graceful-shutdown timeout"),
+            (Some(self.sync_timeout), "the sync timeout"),
+            (self.stalls.held, "the stuck-key bound"),
+            (self.stalls.informer, "the stalled-informer bound"),
+        ]
+        .into_iter()
+        .find(|(setting, _)| setting.is_some_and(|d| d.is_zero()));
+        if let Some((_, name)) = zero {
             return Err(ManagerError::InvalidConfig {
-                reason: "the graceful-shutdown timeout is zero".to_owned(),
-            });
-        }
-        if self.sync_timeout.is_zero() {
-            return Err(ManagerError::InvalidConfig {
-                reason: "the sync timeout is zero".to_owned(),
+                reason: format!("{name} is zero"),
             });
         }
         Manager::assemble(self)
@@ -130,6 +183,7 @@ impl fmt::Debug for ManagerBuilder {
             .field("sync_timeout", &self.sync_timeout)
             .field("leader_election", &self.elector.as_ref().map(|e| e.name()))
             .field("standby_ready", &self.standby_ready)
+            .field("stalls", &self.stalls)
             .field("signals", &self.signals)
             .finish_non_exhaustive()
     }

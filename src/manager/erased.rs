@@ -2,6 +2,7 @@
 //! object type, with the type erased.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::{Controller, ControllerError, Reconciler};
 use crate::informer::{Informer, InformerError, InformerStats};
 use crate::queue::{QueueKey, QueueStats, WorkQueue};
-use crate::source::Object;
+use crate::source::{Object, ObjectKey};
 
 /// Reads the current fencing token (`None` when not leading).
 pub(super) type FencingFn = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
@@ -49,11 +50,22 @@ impl<O: Object> SharedInformer for Informer<O> {
     }
 }
 
-/// A controller's queue, as `/debug/queues` and the metrics see it.
+/// In-flight keys held longer than some bound, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Held {
+    /// How many keys are held that long.
+    pub(super) count: usize,
+    /// The oldest of them (at most the limit asked for), rendered by
+    /// [`render_key`], with their ages.
+    pub(super) oldest: Vec<(String, Duration)>,
+}
+
+/// A controller's queue, as `/debug/queues`, `/healthz` and the metrics see
+/// it.
 pub(super) trait QueueView: Send + Sync {
     fn stats(&self) -> QueueStats;
-    /// The `limit` oldest in-flight keys (formatted with `Debug`) and ages.
-    fn oldest_in_flight(&self, limit: usize) -> Vec<(String, Duration)>;
+    /// The in-flight keys held longer than `over` (all of them for `None`).
+    fn held_longer_than(&self, over: Option<Duration>, limit: usize) -> Held;
     fn shutdown(&self);
 }
 
@@ -62,13 +74,18 @@ impl<K: QueueKey> QueueView for WorkQueue<K> {
         WorkQueue::stats(self)
     }
 
-    fn oldest_in_flight(&self, limit: usize) -> Vec<(String, Duration)> {
+    fn held_longer_than(&self, over: Option<Duration>, limit: usize) -> Held {
         // `in_flight` lists the oldest first.
-        self.in_flight()
+        let keys = self.in_flight();
+        let count = over.map_or(keys.len(), |over| {
+            keys.iter().take_while(|k| k.age > over).count()
+        });
+        let oldest = keys
             .into_iter()
-            .take(limit)
-            .map(|k| (format!("{:?}", k.key), k.age))
-            .collect()
+            .take(count.min(limit))
+            .map(|k| (render_key(&k.key).into_owned(), k.age))
+            .collect();
+        Held { count, oldest }
     }
 
     fn shutdown(&self) {
@@ -76,10 +93,44 @@ impl<K: QueueKey> QueueView for WorkQueue<K> {
     }
 }
 
+/// A key as its user wrote it: string keys as they are (their `Debug` form
+/// would quote and escape them), an [`ObjectKey`] as `namespace/name`, any
+/// other key in its `Debug` form.
+///
+/// Keys need only `Debug` ([`QueueKey`]); these types are recognised by
+/// their type, not by guessing at the `Debug` output.
+pub(super) fn render_key<K: QueueKey>(key: &K) -> Cow<'_, str> {
+    let any: &dyn Any = key;
+    if let Some(key) = any.downcast_ref::<ObjectKey>() {
+        Cow::Owned(key.to_string())
+    } else if let Some(text) = any.downcast_ref::<String>() {
+        Cow::Borrowed(text)
+    } else if let Some(text) = any.downcast_ref::<&'static str>() {
+        Cow::Borrowed(text)
+    } else if let Some(text) = any.downcast_ref::<Arc<str>>() {
+        Cow::Borrowed(text)
+    } else if let Some(text) = any.downcast_ref::<Box<str>>() {
+        Cow::Borrowed(text)
+    } else if let Some(text) = any.downcast_ref::<Cow<'static, str>>() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{key:?}"))
+    }
+}
+
+/// A registered controller, as the status and the leadership watcher see
+/// it once the controller itself has been handed to its task.
+pub(super) struct ControllerView {
+    pub(super) name: String,
+    pub(super) queue: Arc<dyn QueueView>,
+    pub(super) reconcile_timeout: Option<Duration>,
+}
+
 /// A registered controller.
 pub(super) trait ErasedController: Send {
     fn name(&self) -> &str;
     fn concurrency(&self) -> usize;
+    fn reconcile_timeout(&self) -> Option<Duration>;
     fn queue(&self) -> Arc<dyn QueueView>;
     fn start(
         self: Box<Self>,
@@ -97,6 +148,10 @@ impl<O: Object, R: Reconciler<O>> ErasedController for Controller<O, R> {
         Controller::concurrency(self).get()
     }
 
+    fn reconcile_timeout(&self) -> Option<Duration> {
+        Controller::reconcile_timeout(self)
+    }
+
     fn queue(&self) -> Arc<dyn QueueView> {
         Arc::new(Controller::queue(self))
     }
@@ -108,5 +163,23 @@ impl<O: Object, R: Reconciler<O>> ErasedController for Controller<O, R> {
     ) -> BoxFuture<'static, Result<(), ControllerError>> {
         self.set_abort(abort);
         Box::pin((*self).run(shutdown))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_keys_render_as_written_and_others_in_their_debug_form() {
+        let quoted = "say \"hi\"\n\\ ünï".to_owned();
+        assert_eq!(render_key(&quoted), quoted.as_str());
+        assert_eq!(render_key(&"plain"), "plain");
+        assert_eq!(render_key(&Arc::<str>::from("arc")), "arc");
+        assert_eq!(render_key(&Box::<str>::from("box")), "box");
+        assert_eq!(render_key(&Cow::<'static, str>::Borrowed("cow")), "cow");
+        assert_eq!(render_key(&ObjectKey::new("ns", "web")), "ns/web");
+        assert_eq!(render_key(&42_u32), "42");
+        assert_eq!(render_key(&("ns", 7_u8)), "(\"ns\", 7)");
     }
 }

@@ -46,15 +46,42 @@
 //! | path | answer |
 //! |---|---|
 //! | `/metrics` | the registry, in Prometheus text format 0.0.4 |
-//! | `/healthz` | 200 while no task has failed |
+//! | `/healthz` | 200 while no task has failed and nothing is stuck (see [Health](#health)); 503 with one line per reason otherwise |
 //! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]) and not shutting down; 503 with the reasons otherwise |
-//! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys with their age in seconds |
+//! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys (string keys as written, an [`ObjectKey`](crate::ObjectKey) as `namespace/name`, others in their `Debug` form) with their age in seconds |
+//!
+//! # Health
+//!
+//! `/healthz` is a liveness probe: when it fails, the process will not get
+//! better by itself and the supervisor should restart it. Besides a failed
+//! task, it fails (each on by default, set on the [`ManagerBuilder`]) while
+//!
+//! - **a controller holds a key far past its reconcile timeout**: longer
+//!   than 3 × the timeout ([`ManagerBuilder::stuck_key_after_timeouts`]),
+//!   or than an absolute bound if one is set
+//!   ([`ManagerBuilder::stuck_key_after`]). The worker cancels a reconcile
+//!   at its timeout, so such a key means the worker itself is wedged (a
+//!   reconcile blocking its thread, a destructor that hangs). The line
+//!   names the controller and its oldest stuck keys.
+//! - **an informer's source has kept failing** for longer than 15 minutes
+//!   ([`ManagerBuilder::stalled_informer_after`]): every list and watch
+//!   since failed, and the informer made no progress (no list, change or
+//!   bookmark). A quiet source is healthy. The line names the informer.
+//!
+//! ```text
+//! controller `widgets` is stuck: 1 key held longer than 900s (reconcile timeout 300s): `web-1` for 912.5s;
+//! informer `pods` is stalled: its source has been failing for 901.2s (bound 900s), last progress 3605s ago
+//! ```
+//!
+//! [`ManagerBuilder::without_stall_checks`] keeps only the failed-task check.
 
 mod builder;
 // Without `http`, parts only the endpoints read are unused.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod erased;
 mod group;
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+mod health;
 #[cfg(feature = "http")]
 mod http;
 mod leader;
@@ -244,6 +271,7 @@ struct Config {
     grace: Duration,
     sync_timeout: Duration,
     standby_ready: bool,
+    stalls: health::StallLimits,
 }
 
 impl Manager {
@@ -268,6 +296,7 @@ impl Manager {
                 grace: builder.grace,
                 sync_timeout: builder.sync_timeout,
                 standby_ready: builder.standby_ready,
+                stalls: builder.stalls,
             },
             registry,
             metrics,

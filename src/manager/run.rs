@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::erased::{QueueView, SharedInformer};
+use super::erased::{ControllerView, QueueView, SharedInformer};
 use super::group::{Exit, Group};
 use super::metrics::Metrics;
 use super::status::Status;
@@ -167,11 +167,16 @@ impl Manager {
     fn status(&self) -> Status {
         Status {
             informers: self.informers.clone(),
-            queues: self
+            controllers: self
                 .controllers
                 .iter()
-                .map(|c| (c.name().to_owned(), c.queue()))
+                .map(|c| ControllerView {
+                    name: c.name().to_owned(),
+                    queue: c.queue(),
+                    reconcile_timeout: c.reconcile_timeout(),
+                })
                 .collect(),
+            stalls: self.config.stalls,
             elected: self.elector.is_some(),
             standby_ready: self.config.standby_ready,
             leader: AtomicBool::new(false),
@@ -241,7 +246,11 @@ impl Manager {
             let leadership = Leadership {
                 elector,
                 fencing: Arc::clone(&self.fencing),
-                queues: status.queues.iter().map(|(_, q)| Arc::clone(q)).collect(),
+                queues: status
+                    .controllers
+                    .iter()
+                    .map(|c| Arc::clone(&c.queue))
+                    .collect(),
                 abort: abort.clone(),
                 status: Arc::clone(status),
                 metrics: self.metrics.clone(),

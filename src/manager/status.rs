@@ -5,10 +5,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use serde::Serialize;
+use tokio::time::Instant;
 
-use super::erased::{QueueView, SharedInformer};
+use super::erased::{ControllerView, SharedInformer};
+use super::health::{StallLimits, Unhealthy, stuck_keys};
 
-/// How many in-flight keys `/debug/queues` lists per controller.
+/// How many in-flight keys `/debug/queues` lists per controller, and
+/// `/healthz` per stuck controller.
 const OLDEST_KEYS: usize = 10;
 
 /// The manager's live state, shared with the HTTP server.
@@ -17,7 +20,9 @@ const OLDEST_KEYS: usize = 10;
 /// across an `.await`.
 pub(super) struct Status {
     pub(super) informers: Vec<(String, Arc<dyn SharedInformer>)>,
-    pub(super) queues: Vec<(String, Arc<dyn QueueView>)>,
+    pub(super) controllers: Vec<ControllerView>,
+    /// When `/healthz` calls a key stuck or an informer stalled.
+    pub(super) stalls: StallLimits,
     /// Whether leader election is configured.
     pub(super) elected: bool,
     /// Whether a standby (not leader) counts as ready.
@@ -34,18 +39,40 @@ pub(super) struct Probe {
 }
 
 impl Status {
-    /// `/healthz`: the manager's tasks are alive (none has failed).
+    /// `/healthz`: no task has failed, no controller holds a key past its
+    /// bound and no informer's source has failed past its bound (see
+    /// [`StallLimits`]); one line per reason otherwise.
     pub(super) fn health(&self) -> Probe {
-        match &*self.failed.lock() {
-            Some(failure) => Probe {
-                ok: false,
-                text: format!("failed: {failure}\n"),
-            },
-            None => Probe {
+        let reasons = self.unhealthy(Instant::now());
+        if reasons.is_empty() {
+            return Probe {
                 ok: true,
                 text: "ok\n".to_owned(),
-            },
+            };
         }
+        let text = reasons.iter().map(|reason| format!("{reason}\n")).collect();
+        Probe { ok: false, text }
+    }
+
+    fn unhealthy(&self, now: Instant) -> Vec<Unhealthy> {
+        let mut reasons: Vec<_> = self
+            .failed
+            .lock()
+            .clone()
+            .map(Unhealthy::Failed)
+            .into_iter()
+            .collect();
+        for controller in &self.controllers {
+            let timeout = controller.reconcile_timeout;
+            if let Some(bound) = self.stalls.key_bound(timeout) {
+                let held = controller.queue.held_longer_than(Some(bound), OLDEST_KEYS);
+                reasons.extend(stuck_keys(&controller.name, timeout, bound, held));
+            }
+        }
+        for (name, informer) in &self.informers {
+            reasons.extend(self.stalls.informer_stall(name, &informer.stats(), now));
+        }
+        reasons
     }
 
     /// `/readyz`: every cache synced, and leading (or a standby, if that
@@ -79,17 +106,19 @@ impl Status {
     /// `/debug/queues`: per controller, the queue's counts and its oldest
     /// in-flight keys.
     pub(super) fn queues(&self) -> Vec<QueueReport> {
-        self.queues
+        self.controllers
             .iter()
-            .map(|(name, queue)| {
-                let stats = queue.stats();
+            .map(|controller| {
+                let stats = controller.queue.stats();
                 QueueReport {
-                    controller: name.clone(),
+                    controller: controller.name.clone(),
                     queued: stats.ready,
                     delayed: stats.scheduled,
                     in_flight: stats.in_flight,
-                    oldest_in_flight: queue
-                        .oldest_in_flight(OLDEST_KEYS)
+                    oldest_in_flight: controller
+                        .queue
+                        .held_longer_than(None, OLDEST_KEYS)
+                        .oldest
                         .into_iter()
                         .map(|(key, age)| InFlight {
                             key,
@@ -116,9 +145,159 @@ pub(super) struct QueueReport {
     oldest_in_flight: Vec<InFlight>,
 }
 
-/// One in-flight key and how long a worker has held it.
+/// One in-flight key (as its user wrote it) and how long a worker has held
+/// it.
 #[derive(Debug, Serialize)]
 struct InFlight {
     key: String,
     age_seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::informer::Informer;
+    use crate::queue::WorkQueue;
+    use crate::source::Revision;
+    use crate::source::memory::MemoryStore;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+    const MS: Duration = Duration::from_millis(1);
+
+    #[derive(Debug, Clone)]
+    struct Item {
+        name: String,
+        version: Revision,
+    }
+
+    crate::impl_object!(Item, key: name: String, version: version);
+
+    fn status(
+        controllers: Vec<ControllerView>,
+        informers: Vec<(String, Arc<dyn SharedInformer>)>,
+    ) -> Status {
+        Status {
+            informers,
+            controllers,
+            stalls: StallLimits::DEFAULT,
+            elected: false,
+            standby_ready: true,
+            leader: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        }
+    }
+
+    fn widgets(queue: &WorkQueue<String>, reconcile_timeout: Option<Duration>) -> ControllerView {
+        ControllerView {
+            name: "widgets".to_owned(),
+            queue: Arc::new(queue.clone()),
+            reconcile_timeout,
+        }
+    }
+
+    async fn take(queue: &WorkQueue<String>, key: &str) {
+        queue.add(key.to_owned());
+        assert_eq!(queue.get().await.as_deref(), Some(key));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn healthz_fails_while_a_key_is_held_past_three_reconcile_timeouts() {
+        let queue = WorkQueue::new();
+        let status = status(vec![widgets(&queue, Some(5 * MINUTE))], Vec::new());
+        take(&queue, "item-00").await;
+        tokio::time::advance(MINUTE).await;
+        take(&queue, "item-01").await;
+
+        tokio::time::advance(14 * MINUTE).await;
+        let probe = status.health();
+        assert_eq!((probe.ok, probe.text.as_str()), (true, "ok\n"));
+        tokio::time::advance(MS).await;
+        let probe = status.health();
+        assert!(!probe.ok);
+        assert_eq!(
+            probe.text,
+            "controller `widgets` is stuck: 1 key held longer than 900s (reconcile timeout \
+             300s): `item-00` for 900.001s;\n"
+        );
+        tokio::time::advance(MINUTE).await;
+        assert!(status.health().text.contains(
+            "2 keys held longer than 900s (reconcile timeout 300s): `item-00` for 960.001s; \
+             `item-01` for 900.001s;"
+        ));
+
+        queue.done(&"item-00".to_owned()).unwrap();
+        queue.done(&"item-01".to_owned()).unwrap();
+        assert!(status.health().ok, "healthy again once the keys are done");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_stuck_key_checks_follow_the_configured_bounds() {
+        let queue = WorkQueue::new();
+        let mut status = status(vec![widgets(&queue, None)], Vec::new());
+        take(&queue, "item-00").await;
+        tokio::time::advance(1000 * MINUTE).await;
+        assert!(
+            status.health().ok,
+            "no timeout and no absolute bound: never stuck"
+        );
+
+        status.stalls.held = Some(MINUTE);
+        assert_eq!(
+            status.health().text,
+            "controller `widgets` is stuck: 1 key held longer than 60s (no reconcile \
+             timeout): `item-00` for 60000s;\n"
+        );
+        status.stalls = StallLimits::OFF;
+        status.set_failed("task `x` failed".to_owned());
+        assert_eq!(status.health().text, "failed: task `x` failed\n");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn healthz_fails_while_an_informers_source_fails_past_the_bound() {
+        let store = MemoryStore::<Item>::new("items");
+        store.fail_next_lists(u32::MAX);
+        let informer = Informer::builder(store.clone()).build().unwrap();
+        let shared: Arc<dyn SharedInformer> = Arc::new(informer.clone());
+        let status = status(Vec::new(), vec![("items".to_owned(), shared)]);
+        let cancel = CancellationToken::new();
+        let run = tokio::spawn(SharedInformer::run(&informer, cancel.clone()));
+        // Let the informer's task make (and fail) its first list.
+        for _ in 0..100 {
+            if informer.stats().failing_since.is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let since = informer
+            .stats()
+            .failing_since
+            .expect("the first list failed");
+
+        tokio::time::sleep_until(since + 15 * MINUTE).await;
+        assert!(
+            status.health().ok,
+            "failing for exactly the bound is not yet stalled"
+        );
+        tokio::time::sleep(MS).await;
+        let probe = status.health();
+        assert!(!probe.ok);
+        assert_eq!(
+            probe.text,
+            "informer `items` is stalled: its source has been failing for 900.001s (bound \
+             900s), no progress since it started\n"
+        );
+
+        store.fail_next_lists(0);
+        // The next list comes within the maximum backoff (30 s ± 20 %).
+        tokio::time::sleep(MINUTE).await;
+        assert!(informer.is_synced());
+        assert!(status.health().ok, "healthy again after a successful list");
+        cancel.cancel();
+        run.await.unwrap().unwrap();
+    }
 }
