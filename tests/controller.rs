@@ -663,21 +663,99 @@ async fn a_cache_that_never_syncs_fails_run_with_the_source_name() {
     assert!(source.contains("never-run"), "{source}");
 }
 
+/// Builds a controller named `name` configured by `configure`, and returns
+/// why it was refused.
+fn refusal(
+    name: &str,
+    configure: impl FnOnce(
+        tend::controller::ControllerBuilder<Set, Arc<Probe>>,
+    ) -> tend::controller::ControllerBuilder<Set, Arc<Probe>>,
+) -> String {
+    let informer = Informer::builder(MemoryStore::<Set>::new("sets"))
+        .build()
+        .expect("valid");
+    let builder = Controller::builder(name, &informer, Arc::new(Probe::default()));
+    match configure(builder).build() {
+        Err(err @ ControllerError::InvalidConfig { .. }) => err.to_string(),
+        Err(other) => panic!("expected a configuration error, got {other}"),
+        Ok(_) => panic!("the configuration was accepted"),
+    }
+}
+
 #[test]
-fn bad_configuration_is_a_typed_error() {
-    let sets = MemoryStore::<Set>::new("sets");
-    let informer = Informer::builder(sets).build().expect("valid");
-    let build = |name: &str, resync: Duration| {
-        Controller::builder(name, &informer, Arc::new(Probe::default()))
-            .resync(resync)
-            .build()
-    };
-    let err = build("", Duration::from_secs(1)).expect_err("empty name");
+fn an_empty_name_is_refused() {
     assert_eq!(
-        err.to_string(),
+        refusal("", |b| b),
         "controller `` is misconfigured: the name is empty"
     );
-    assert!(build("x", Duration::ZERO).is_err());
+}
+
+#[test]
+fn a_zero_resync_period_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.resync(Duration::ZERO)),
+        "controller `x` is misconfigured: the resync period is zero"
+    );
+}
+
+#[test]
+fn a_zero_reconcile_timeout_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.reconcile_timeout(Duration::ZERO)),
+        "controller `x` is misconfigured: the reconcile timeout is zero"
+    );
+}
+
+#[test]
+fn a_zero_sync_timeout_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.sync_timeout(Duration::ZERO)),
+        "controller `x` is misconfigured: the sync timeout is zero"
+    );
+}
+
+#[test]
+fn a_zero_shutdown_grace_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.shutdown_grace(Duration::ZERO)),
+        "controller `x` is misconfigured: the shutdown grace is zero"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_reconciles() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        work: Duration::from_secs(60),
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .resync(Duration::MAX)
+            .reconcile_timeout(Duration::MAX)
+            .sync_timeout(Duration::MAX)
+            .shutdown_grace(Duration::MAX)
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("a reconciled", |_| !probe.runs_of("a").is_empty())
+        .await;
+    // Shutdown waits out the 60 s reconcile: no timeout, an endless grace.
+    let start = Instant::now();
+    world.shut_down().await;
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(59) && waited <= Duration::from_secs(60),
+        "shutdown took {waited:?}"
+    );
+    assert_eq!(
+        probe.calls.load(Ordering::SeqCst),
+        1,
+        "the reconcile finished"
+    );
+    assert_eq!(probe.runs_of("a").len(), 1, "no resync, no timeout retry");
 }
 
 #[tokio::test(start_paused = true)]
