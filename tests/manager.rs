@@ -156,6 +156,50 @@ async fn two_controllers_share_one_informer_and_both_reconcile() {
     stop("run to return", &shutdown, run).await;
 }
 
+#[test]
+fn a_zero_graceful_shutdown_timeout_is_refused() {
+    let error = manager()
+        .graceful_shutdown_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "manager is misconfigured: the graceful-shutdown timeout is zero"
+    );
+}
+
+#[test]
+fn a_zero_sync_timeout_is_refused() {
+    let error = manager().sync_timeout(Duration::ZERO).build().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "manager is misconfigured: the sync timeout is zero"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_timeouts_mean_no_limit() {
+    let store = widgets(&["a"]);
+    let log = Log::default();
+    let mut manager = manager()
+        .graceful_shutdown_timeout(Duration::MAX)
+        .sync_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let informer = manager
+        .informer("widgets", || Informer::builder(store.clone()).build())
+        .unwrap();
+    let controller = manager
+        .controller("widgets", &informer, Recorder::new("r", &log))
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+    eventually("the widget reconciled", LIMIT, || count(&log, "r a") == 1).await;
+    stop("run to return", &shutdown, run).await;
+}
+
 #[tokio::test]
 async fn registration_rejects_duplicates_and_type_mismatches() {
     let store = widgets(&[]);
