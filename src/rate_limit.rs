@@ -18,6 +18,11 @@
 //! of a 5 ms → 1000 s exponential backoff and a 10/s token bucket with a burst
 //! of 100, as in client-go.
 //!
+//! Every duration up to `Duration::MAX` and every failure count up to
+//! `u32::MAX` is handled with saturating arithmetic: no limiter panics or
+//! wraps, and a per-key limiter's delay never shrinks as failures grow (with
+//! jitter: never below the un-jittered delay) and is never zero.
+//!
 //! Time comes from tokio, so `#[tokio::test(start_paused = true)]` controls
 //! every limiter.
 
@@ -57,10 +62,13 @@ pub trait RateLimiter<K>: Send + Sync {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitError {
-    /// The base delay of an exponential backoff was zero, so it would never grow.
+    /// The base delay of a per-key limiter (an [`ExponentialBackoff`]'s
+    /// `base`, a [`FastSlow`]'s `fast`) was zero: failed keys would retry in
+    /// a hot loop.
     #[error("backoff base delay must be greater than zero")]
     ZeroBase,
-    /// The base delay was longer than the cap.
+    /// The base delay was longer than the cap (for a [`FastSlow`]: `fast`
+    /// longer than `slow`), so delays would shrink as failures grow.
     #[error("backoff base delay {base:?} exceeds its cap {cap:?}")]
     BaseAboveCap {
         /// The base delay given.
@@ -71,9 +79,17 @@ pub enum RateLimitError {
     /// The jitter fraction was not a number in `0.0..=1.0`.
     #[error("jitter must be a fraction between 0 and 1, got {0}")]
     InvalidJitter(f64),
+    /// [`MaxOf::new`] was given no limiter: every retry would be immediate.
+    #[error("a maximum of rate limiters needs at least one limiter")]
+    NoLimiters,
 }
 
 /// Per-key exponential backoff: `base × 2^failures`, never above `cap`.
+///
+/// The arithmetic saturates: every failure count up to `u32::MAX` and every
+/// duration up to `Duration::MAX` gives a delay between `base` and `cap`
+/// that never shrinks as failures grow, so `Duration::MAX` as the cap means
+/// "no cap" (delays keep doubling until they no longer fit).
 ///
 /// # Examples
 ///
@@ -97,7 +113,8 @@ pub struct ExponentialBackoff<K> {
 }
 
 impl<K: QueueKey> ExponentialBackoff<K> {
-    /// A backoff starting at `base` and doubling up to `cap`.
+    /// A backoff starting at `base` and doubling up to `cap`
+    /// (`Duration::MAX`: no cap).
     ///
     /// # Errors
     ///
@@ -119,7 +136,8 @@ impl<K: QueueKey> ExponentialBackoff<K> {
     }
 
     /// Adds up to `fraction × delay` of random extra delay (still capped), so
-    /// that keys failing together do not retry in lock step.
+    /// that keys failing together do not retry in lock step. A jittered
+    /// delay is never below the un-jittered one.
     ///
     /// # Errors
     ///
@@ -132,26 +150,21 @@ impl<K: QueueKey> ExponentialBackoff<K> {
         Ok(self)
     }
 
-    fn delay_for(&self, failures: u32) -> Duration {
-        // 2^failures overflows quickly: compute in u128 nanoseconds and clamp
-        // the shift, then cap.
-        let nanos = self.base.as_nanos() << failures.min(64);
-        let capped = nanos.min(self.cap.as_nanos());
-        let secs = u64::try_from(capped / 1_000_000_000).unwrap_or(u64::MAX);
-        let delay = Duration::new(secs, (capped % 1_000_000_000) as u32).min(self.cap);
+    /// The delay after `failures` earlier failures, `unit` (in `0.0..1.0`)
+    /// choosing the jitter.
+    fn delay_for(&self, failures: u32, unit: f64) -> Duration {
+        let delay = crate::time::doubled(self.base, failures, self.cap);
         if self.jitter == 0.0 {
             return delay;
         }
-        delay
-            .mul_f64(1.0 + self.jitter * fastrand::f64())
-            .min(self.cap)
+        crate::time::scaled(delay, 1.0 + self.jitter * unit).min(self.cap)
     }
 }
 
 impl<K: QueueKey> RateLimiter<K> for ExponentialBackoff<K> {
     fn when(&self, key: &K) -> Duration {
         let mut failures = self.failures.entry(key.clone()).or_insert(0);
-        let delay = self.delay_for(*failures);
+        let delay = self.delay_for(*failures, fastrand::f64());
         *failures = failures.saturating_add(1);
         delay
     }
@@ -180,9 +193,10 @@ impl<K: QueueKey> fmt::Debug for ExponentialBackoff<K> {
 /// second on average, with bursts of up to `burst`.
 ///
 /// It keeps no per-key state: [`forget`](RateLimiter::forget) does nothing and
-/// [`retries`](RateLimiter::retries) is always 0. Delays are exact (integer
-/// nanoseconds, the GCRA form of a token bucket), so the n-th attempt beyond
-/// the burst waits exactly `n / per_second`.
+/// [`retries`](RateLimiter::retries) is always 0. Every rate up to
+/// `u32::MAX` per second is kept exactly (the GCRA form of a token bucket,
+/// in integer ticks of `1 / per_second` ns): the n-th attempt beyond the
+/// burst waits `n / per_second`, rounded up to a whole nanosecond.
 ///
 /// # Examples
 ///
@@ -200,32 +214,42 @@ impl<K: QueueKey> fmt::Debug for ExponentialBackoff<K> {
 /// ```
 #[derive(Debug)]
 pub struct TokenBucket {
-    interval: Duration,
-    tolerance: Duration,
-    // The theoretical arrival time of the next attempt; `None` until first use.
-    next: parking_lot::Mutex<Option<Instant>>,
+    per_second: NonZeroU32,
+    burst: NonZeroU32,
+    // From the first attempt on: its instant, and the theoretical arrival
+    // time of the next attempt in ticks since then.
+    state: parking_lot::Mutex<Option<(Instant, u128)>>,
 }
+
+/// One token's interval, in ticks of `1 / per_second` ns: a second is
+/// `10^9 × per_second` ticks, whatever the rate.
+const TICKS_PER_TOKEN: u128 = 1_000_000_000;
 
 impl TokenBucket {
     /// A bucket refilling `per_second` tokens per second, holding at most `burst`.
     #[must_use]
     pub fn new(per_second: NonZeroU32, burst: NonZeroU32) -> Self {
-        let interval = Duration::from_secs(1) / per_second.get();
         Self {
-            interval,
-            tolerance: interval * (burst.get() - 1),
-            next: parking_lot::Mutex::new(None),
+            per_second,
+            burst,
+            state: parking_lot::Mutex::new(None),
         }
     }
 }
 
 impl<K> RateLimiter<K> for TokenBucket {
     fn when(&self, _key: &K) -> Duration {
-        let now = Instant::now();
-        let mut next = self.next.lock();
-        let arrival = next.map_or(now, |t| t.max(now));
-        *next = Some(arrival + self.interval);
-        (arrival - now).saturating_sub(self.tolerance)
+        let instant = Instant::now();
+        let per_second = u128::from(self.per_second.get());
+        let mut state = self.state.lock();
+        let (epoch, next) = state.get_or_insert((instant, 0));
+        // Below 2^94 ns times 2^32 ticks per ns: no overflow.
+        let now = instant.saturating_duration_since(*epoch).as_nanos() * per_second;
+        let arrival = (*next).max(now);
+        *next = arrival.saturating_add(TICKS_PER_TOKEN);
+        let tolerance = u128::from(self.burst.get() - 1) * TICKS_PER_TOKEN;
+        let wait = (arrival - now).saturating_sub(tolerance);
+        crate::time::from_nanos_saturating(wait.div_ceil(per_second))
     }
 
     fn forget(&self, _key: &K) {}
@@ -237,6 +261,21 @@ impl<K> RateLimiter<K> for TokenBucket {
 
 /// Per-key two-speed limiter: `fast` for the first `fast_attempts` failures,
 /// `slow` after that.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use tend::rate_limit::{FastSlow, RateLimiter};
+///
+/// let two = NonZeroU32::new(2).unwrap();
+/// let limiter = FastSlow::new(Duration::from_millis(5), Duration::from_secs(10), two)?;
+/// assert_eq!(limiter.when(&"a"), Duration::from_millis(5));
+/// assert_eq!(limiter.when(&"a"), Duration::from_millis(5));
+/// assert_eq!(limiter.when(&"a"), Duration::from_secs(10));
+/// # Ok::<(), tend::rate_limit::RateLimitError>(())
+/// ```
 #[derive(Debug)]
 pub struct FastSlow<K: QueueKey> {
     fast: Duration,
@@ -248,14 +287,32 @@ pub struct FastSlow<K: QueueKey> {
 impl<K: QueueKey> FastSlow<K> {
     /// A limiter waiting `fast` for the first `fast_attempts` failures of a
     /// key, then `slow`.
-    #[must_use]
-    pub fn new(fast: Duration, slow: Duration, fast_attempts: NonZeroU32) -> Self {
-        Self {
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::ZeroBase`] when `fast` is zero,
+    /// [`RateLimitError::BaseAboveCap`] (base `fast`, cap `slow`) when
+    /// `fast > slow`.
+    pub fn new(
+        fast: Duration,
+        slow: Duration,
+        fast_attempts: NonZeroU32,
+    ) -> Result<Self, RateLimitError> {
+        if fast.is_zero() {
+            return Err(RateLimitError::ZeroBase);
+        }
+        if fast > slow {
+            return Err(RateLimitError::BaseAboveCap {
+                base: fast,
+                cap: slow,
+            });
+        }
+        Ok(Self {
             fast,
             slow,
             fast_attempts: fast_attempts.get(),
             failures: DashMap::default(),
-        }
+        })
     }
 }
 
@@ -285,10 +342,16 @@ pub struct MaxOf<K> {
 }
 
 impl<K> MaxOf<K> {
-    /// Combines `limiters`; with none, every delay is zero.
-    #[must_use]
-    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
-        Self { limiters }
+    /// Combines `limiters`.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimitError::NoLimiters`] when `limiters` is empty.
+    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Result<Self, RateLimitError> {
+        if limiters.is_empty() {
+            return Err(RateLimitError::NoLimiters);
+        }
+        Ok(Self { limiters })
     }
 }
 
@@ -298,7 +361,7 @@ impl<K> RateLimiter<K> for MaxOf<K> {
             .iter()
             .map(|l| l.when(key))
             .max()
-            .unwrap_or(Duration::ZERO)
+            .unwrap_or_default()
     }
 
     fn forget(&self, key: &K) {
@@ -339,8 +402,119 @@ pub fn default_rate_limiter<K: QueueKey>() -> MaxOf<K> {
         jitter: 0.0,
         failures: DashMap::default(),
     };
-    MaxOf::new(vec![
-        Box::new(backoff),
-        Box::new(TokenBucket::new(PER_SECOND, BURST)),
-    ])
+    MaxOf {
+        limiters: vec![
+            Box::new(backoff),
+            Box::new(TokenBucket::new(PER_SECOND, BURST)),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::time::from_nanos_saturating;
+    use crate::time::strategies::{any_count, any_positive_duration};
+
+    /// A positive base and a cap not below it, over the whole range.
+    fn base_and_cap() -> impl Strategy<Value = (Duration, Duration)> {
+        (any_positive_duration(), any_positive_duration()).prop_map(|(a, b)| (a.min(b), a.max(b)))
+    }
+
+    /// `min(cap, base × 2^failures)` by checked multiplication.
+    fn expected(base: Duration, failures: u32, cap: Duration) -> Duration {
+        1u128
+            .checked_shl(failures)
+            .and_then(|power| base.as_nanos().checked_mul(power))
+            .map_or(cap, |nanos| from_nanos_saturating(nanos).min(cap))
+    }
+
+    /// An exponential backoff whose key 0 has failed `failures` times.
+    fn backoff_at(
+        base: Duration,
+        cap: Duration,
+        jitter: f64,
+        failures: u32,
+    ) -> ExponentialBackoff<u8> {
+        let backoff = ExponentialBackoff::new(base, cap)
+            .and_then(|b| b.jitter(jitter))
+            .expect("valid");
+        backoff.failures.insert(0, failures);
+        backoff
+    }
+
+    /// A fast-slow limiter whose key 0 has failed `failures` times.
+    fn fast_slow_at(fast: Duration, slow: Duration, attempts: u32, failures: u32) -> FastSlow<u8> {
+        let attempts = NonZeroU32::new(attempts).unwrap_or(NonZeroU32::MIN);
+        let limiter = FastSlow::new(fast, slow, attempts).expect("valid");
+        limiter.failures.insert(0, failures);
+        limiter
+    }
+
+    proptest! {
+        #[test]
+        fn without_jitter_the_backoff_is_exact_capped_and_never_shrinks(
+            (base, cap) in base_and_cap(),
+            failures in any_count(),
+        ) {
+            let backoff = backoff_at(base, cap, 0.0, failures);
+            let first = backoff.when(&0);
+            prop_assert_eq!(first, expected(base, failures, cap));
+            prop_assert!(first >= base && first <= cap);
+            prop_assert!(backoff.when(&0) >= first);
+            prop_assert_eq!(backoff.retries(&0), failures.saturating_add(2));
+        }
+
+        #[test]
+        fn jitter_keeps_the_backoff_between_its_delay_and_the_fraction_above(
+            (base, cap) in base_and_cap(),
+            failures in any_count(),
+            jitter in 0.0f64..=1.0,
+            unit in 0.0f64..1.0,
+        ) {
+            let backoff = backoff_at(base, cap, jitter, failures);
+            let plain = expected(base, failures, cap);
+            for delay in [backoff.delay_for(failures, unit), backoff.when(&0)] {
+                prop_assert!(delay >= plain && delay <= cap, "{delay:?} vs {plain:?}");
+                let most = plain.as_nanos() as f64 * (1.0 + jitter);
+                prop_assert!(delay.as_nanos() as f64 <= most * (1.0 + 1e-12) + 1.0, "{delay:?}");
+            }
+        }
+
+        #[test]
+        fn fast_slow_is_fast_for_its_attempts_then_slow_and_never_shrinks(
+            (fast, slow) in base_and_cap(),
+            attempts in any_count(),
+            failures in any_count(),
+        ) {
+            let limiter = fast_slow_at(fast, slow, attempts, failures);
+            let attempts = attempts.max(1);
+            let want = if failures.saturating_add(1) <= attempts { fast } else { slow };
+            let first = limiter.when(&0);
+            prop_assert_eq!(first, want);
+            prop_assert!(!first.is_zero());
+            prop_assert!(limiter.when(&0) >= first);
+            prop_assert_eq!(limiter.retries(&0), failures.saturating_add(2));
+        }
+
+        #[test]
+        fn max_of_is_the_longest_delay_and_never_shrinks(
+            (base, cap) in base_and_cap(),
+            (fast, slow) in base_and_cap(),
+            failures in any_count(),
+        ) {
+            let limiter = MaxOf::new(vec![
+                Box::new(backoff_at(base, cap, 0.0, failures)),
+                Box::new(fast_slow_at(fast, slow, 3, failures)),
+            ])
+            .expect("two limiters");
+            let fast_or_slow = if failures < 3 { fast } else { slow };
+            let first = limiter.when(&0);
+            prop_assert_eq!(first, expected(base, failures, cap).max(fast_or_slow));
+            prop_assert!(!first.is_zero());
+            prop_assert!(limiter.when(&0) >= first);
+        }
+    }
 }

@@ -413,6 +413,71 @@ async fn terminal_errors_are_not_retried() {
     world.shut_down().await;
 }
 
+/// Counts reconciles that ended in a panic (in the reconcile or in handling
+/// its outcome).
+#[derive(Default)]
+struct Panics(AtomicUsize);
+
+impl tend::controller::ControllerObserver for Panics {
+    fn reconcile_finished(&self, outcome: tend::controller::Outcome, _took: Duration) {
+        if outcome == tend::controller::Outcome::Panic {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_requeue_or_retry_after_duration_max_waits_until_the_next_change() {
+    let mut world = World::new(None);
+    let requeues = Arc::new(Probe {
+        requeue: Some(Duration::MAX),
+        ..Probe::default()
+    });
+    let retries = Arc::new(Probe {
+        fail_first: usize::MAX,
+        ..Probe::default()
+    });
+    let no_cap = tend::rate_limit::ExponentialBackoff::new(Duration::MAX, Duration::MAX)
+        .and_then(|backoff| backoff.jitter(1.0))
+        .expect("valid");
+    let panics = Arc::new(Panics::default());
+    world.spawn(
+        Controller::builder("requeues", &world.set_informer, Arc::clone(&requeues))
+            .observer(panics.clone())
+            .build()
+            .expect("valid"),
+    );
+    world.spawn(
+        Controller::builder("retries", &world.set_informer, Arc::clone(&retries))
+            .rate_limiter(no_cap)
+            .observer(panics.clone())
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    let runs = |probe: &Arc<Probe>, n: usize| {
+        let probe = Arc::clone(probe);
+        move |_: &World| probe.runs_of("a").len() >= n
+    };
+    world.until("the first runs", runs(&requeues, 1)).await;
+    world.until("the first runs", runs(&retries, 1)).await;
+    sleep(Duration::from_secs(24 * 3600)).await;
+    assert_eq!(requeues.runs_of("a").len(), 1, "no requeue within a day");
+    assert_eq!(retries.runs_of("a").len(), 1, "no retry within a day");
+
+    let mut a = world.sets.get(&"a".into()).expect("exists");
+    a.replicas = 2;
+    world.sets.update(a).expect("updated");
+    world
+        .until("a change runs it again", runs(&requeues, 2))
+        .await;
+    world
+        .until("a change runs it again", runs(&retries, 2))
+        .await;
+    assert_eq!(panics.0.load(Ordering::SeqCst), 0, "no arithmetic panicked");
+    world.shut_down().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn triggers_say_why_each_reconcile_ran() {
     let mut world = World::new(None);
@@ -663,21 +728,99 @@ async fn a_cache_that_never_syncs_fails_run_with_the_source_name() {
     assert!(source.contains("never-run"), "{source}");
 }
 
+/// Builds a controller named `name` configured by `configure`, and returns
+/// why it was refused.
+fn refusal(
+    name: &str,
+    configure: impl FnOnce(
+        tend::controller::ControllerBuilder<Set, Arc<Probe>>,
+    ) -> tend::controller::ControllerBuilder<Set, Arc<Probe>>,
+) -> String {
+    let informer = Informer::builder(MemoryStore::<Set>::new("sets"))
+        .build()
+        .expect("valid");
+    let builder = Controller::builder(name, &informer, Arc::new(Probe::default()));
+    match configure(builder).build() {
+        Err(err @ ControllerError::InvalidConfig { .. }) => err.to_string(),
+        Err(other) => panic!("expected a configuration error, got {other}"),
+        Ok(_) => panic!("the configuration was accepted"),
+    }
+}
+
 #[test]
-fn bad_configuration_is_a_typed_error() {
-    let sets = MemoryStore::<Set>::new("sets");
-    let informer = Informer::builder(sets).build().expect("valid");
-    let build = |name: &str, resync: Duration| {
-        Controller::builder(name, &informer, Arc::new(Probe::default()))
-            .resync(resync)
-            .build()
-    };
-    let err = build("", Duration::from_secs(1)).expect_err("empty name");
+fn an_empty_name_is_refused() {
     assert_eq!(
-        err.to_string(),
+        refusal("", |b| b),
         "controller `` is misconfigured: the name is empty"
     );
-    assert!(build("x", Duration::ZERO).is_err());
+}
+
+#[test]
+fn a_zero_resync_period_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.resync(Duration::ZERO)),
+        "controller `x` is misconfigured: the resync period is zero"
+    );
+}
+
+#[test]
+fn a_zero_reconcile_timeout_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.reconcile_timeout(Duration::ZERO)),
+        "controller `x` is misconfigured: the reconcile timeout is zero"
+    );
+}
+
+#[test]
+fn a_zero_sync_timeout_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.sync_timeout(Duration::ZERO)),
+        "controller `x` is misconfigured: the sync timeout is zero"
+    );
+}
+
+#[test]
+fn a_zero_shutdown_grace_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.shutdown_grace(Duration::ZERO)),
+        "controller `x` is misconfigured: the shutdown grace is zero"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_reconciles() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        work: Duration::from_secs(60),
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .resync(Duration::MAX)
+            .reconcile_timeout(Duration::MAX)
+            .sync_timeout(Duration::MAX)
+            .shutdown_grace(Duration::MAX)
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("a reconciled", |_| !probe.runs_of("a").is_empty())
+        .await;
+    // Shutdown waits out the 60 s reconcile: no timeout, an endless grace.
+    let start = Instant::now();
+    world.shut_down().await;
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(59) && waited <= Duration::from_secs(60),
+        "shutdown took {waited:?}"
+    );
+    assert_eq!(
+        probe.calls.load(Ordering::SeqCst),
+        1,
+        "the reconcile finished"
+    );
+    assert_eq!(probe.runs_of("a").len(), 1, "no resync, no timeout retry");
 }
 
 #[tokio::test(start_paused = true)]

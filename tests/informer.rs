@@ -427,6 +427,42 @@ async fn failed_lists_back_off_exponentially_then_recover() {
     running.stop().await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_backoff_without_a_maximum_waits_instead_of_panicking_on_the_first_failed_list() {
+    let store = seeded(&["a"]);
+    store.fail_next_lists(1);
+    let informer = Informer::builder(store.clone())
+        .backoff(Duration::MAX, Duration::MAX, Duration::MAX)
+        .build()
+        .unwrap();
+    let running = Running::start(&informer);
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+    assert_eq!(store.stats().lists, 1, "the retry is (practically) never");
+    assert!(!informer.is_synced());
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_timers_never_fire() {
+    let store = seeded(&["a"]);
+    let informer = Informer::builder(store.clone())
+        .resync_every(Duration::MAX)
+        .relist_every(Duration::MAX)
+        .build()
+        .unwrap();
+    let (recorder, _subscription) = Recorder::subscribe(&informer);
+    let running = Running::start(&informer);
+    synced_and_watching(&informer, &store, 1).await;
+    // A day later, only the initial object was delivered.
+    tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+    assert_eq!(recorder.len(), 1);
+    touch(&store, "a");
+    wait_until("the change", STEP, || recorder.len() == 2).await;
+    assert_eq!(store.stats().lists, 1, "no relist");
+    assert_eq!(informer.stats().resyncs, 0);
+    running.stop().await;
+}
+
 /// A source whose `watch` fails the first `failures` times.
 struct FlakyWatch {
     store: MemoryStore<Pod>,

@@ -194,6 +194,29 @@ fn zero_timeouts_and_stall_bounds_are_refused_and_huge_ones_accepted() {
         .expect("checks off");
 }
 
+#[tokio::test(start_paused = true)]
+async fn duration_max_timeouts_mean_no_limit() {
+    let store = widgets(&["a"]);
+    let log = Log::default();
+    let mut manager = manager()
+        .graceful_shutdown_timeout(Duration::MAX)
+        .sync_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let informer = manager
+        .informer("widgets", || Informer::builder(store.clone()).build())
+        .unwrap();
+    let controller = manager
+        .controller("widgets", &informer, Recorder::new("r", &log))
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+    eventually("the widget reconciled", LIMIT, || count(&log, "r a") == 1).await;
+    stop("run to return", &shutdown, run).await;
+}
+
 #[tokio::test]
 async fn registration_rejects_duplicates_and_type_mismatches() {
     let store = widgets(&[]);

@@ -113,13 +113,14 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
 
     /// Re-enqueues every cached primary key this often (±10 % jitter), at
     /// the background priority (default: never; informers may resync too).
+    /// Must not be zero; `Duration::MAX` is as good as never.
     pub fn resync(mut self, period: Duration) -> Self {
         self.config.resync = Some(period);
         self
     }
 
     /// Cancels and retries a reconcile that runs longer than this (default
-    /// 5 minutes).
+    /// 5 minutes). Must not be zero; `Duration::MAX` means no timeout.
     pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
         self.config.reconcile_timeout = Some(timeout);
         self
@@ -133,14 +134,16 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     }
 
     /// How long `run` waits for every cache to sync before failing (default
-    /// 2 minutes).
+    /// 2 minutes). Must not be zero; `Duration::MAX` waits for ever.
     pub fn sync_timeout(mut self, timeout: Duration) -> Self {
         self.config.sync_timeout = timeout;
         self
     }
 
     /// How long in-flight reconciles may go on after shutdown starts before
-    /// they are cancelled (default 30 s).
+    /// they are cancelled (default 30 s; under a manager, at most 80 % of its
+    /// graceful-shutdown timeout). Must not be zero; `Duration::MAX` waits
+    /// for them to finish.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.config.shutdown_grace = grace;
         self
@@ -163,21 +166,9 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     /// # Errors
     ///
     /// [`ControllerError::InvalidConfig`] for an empty name or a zero resync
-    /// period or reconcile timeout.
+    /// period, reconcile timeout, sync timeout or shutdown grace.
     pub fn build(self) -> Result<Controller<O, R>, ControllerError> {
-        let invalid = |reason: &str| ControllerError::InvalidConfig {
-            controller: self.name.clone(),
-            reason: reason.to_owned(),
-        };
-        if self.name.is_empty() {
-            return Err(invalid("the name is empty"));
-        }
-        if self.config.resync.is_some_and(|p| p.is_zero()) {
-            return Err(invalid("the resync period is zero"));
-        }
-        if self.config.reconcile_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(invalid("the reconcile timeout is zero"));
-        }
+        self.validate()?;
         let mut queue = WorkQueue::builder().name(self.name.clone());
         if let Some(limiter) = self.limiter {
             queue = queue.boxed_rate_limiter(limiter);
@@ -194,6 +185,32 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
             self.config,
             self.observer,
         ))
+    }
+}
+
+impl<O: Object, R> ControllerBuilder<O, R> {
+    fn validate(&self) -> Result<(), ControllerError> {
+        let config = &self.config;
+        let reason = if self.name.is_empty() {
+            "the name is empty"
+        } else if config.resync.is_some_and(|period| period.is_zero()) {
+            "the resync period is zero"
+        } else if config
+            .reconcile_timeout
+            .is_some_and(|timeout| timeout.is_zero())
+        {
+            "the reconcile timeout is zero"
+        } else if config.sync_timeout.is_zero() {
+            "the sync timeout is zero"
+        } else if config.shutdown_grace.is_zero() {
+            "the shutdown grace is zero"
+        } else {
+            return Ok(());
+        };
+        Err(ControllerError::InvalidConfig {
+            controller: self.name.clone(),
+            reason: reason.to_owned(),
+        })
     }
 }
 

@@ -101,7 +101,8 @@ impl ElectionConfig {
                 renew_deadline,
             });
         }
-        if renew_deadline <= retry_period.mul_f64(1.2) {
+        // renew_deadline <= 1.2 × retry_period, exactly and without overflow.
+        if renew_deadline.saturating_mul(5) <= retry_period.saturating_mul(6) {
             return Err(ElectionConfigError::RenewDeadlineNotAboveRetry {
                 renew_deadline,
                 retry_period,
@@ -177,6 +178,14 @@ mod tests {
                 S(2)
             ),
             Err(ElectionConfigError::LeaseTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn a_retry_period_too_long_to_scale_is_refused_not_a_panic() {
+        assert!(matches!(
+            ElectionConfig::new(S(15), S(10), Duration::MAX),
+            Err(ElectionConfigError::RenewDeadlineNotAboveRetry { .. })
         ));
     }
 

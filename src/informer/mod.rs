@@ -415,22 +415,26 @@ impl<O: Object> InformerBuilder<O> {
     }
 
     /// Re-delivers every cached object as [`Event::Resync`] every `period`
-    /// (±10 %), without calling the source. Off by default.
+    /// (±10 %), without calling the source. Off by default. Must not be
+    /// zero; `Duration::MAX` is as good as never.
     pub fn resync_every(mut self, period: Duration) -> Self {
         self.options.resync = Some(period);
         self
     }
 
     /// Lists the source again every `period` (±10 %) while watching, to
-    /// repair events the source lost. Off by default.
+    /// repair events the source lost. Off by default. Must not be zero;
+    /// `Duration::MAX` is as good as never.
     pub fn relist_every(mut self, period: Duration) -> Self {
         self.options.relist = Some(period);
         self
     }
 
     /// Sets the reconnect backoff: `initial` doubling up to `max` (each
-    /// jittered), reset once a connection stayed healthy for `reset_after`.
-    /// Defaults: 800 ms, 30 s, 2 minutes.
+    /// jittered ±20 %, never above `max`), reset once a connection stayed
+    /// healthy for `reset_after`. Defaults: 800 ms, 30 s, 2 minutes.
+    /// `initial` and `reset_after` must not be zero, nor `initial` above
+    /// `max`; `Duration::MAX` means no maximum, or never reset.
     pub fn backoff(mut self, initial: Duration, max: Duration, reset_after: Duration) -> Self {
         self.options.backoff_initial = initial;
         self.options.backoff_max = max;

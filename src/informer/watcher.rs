@@ -278,7 +278,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 then: Retry::List,
             };
         }
-        self.failures += 1;
+        self.failures = self.failures.saturating_add(1);
         let then = if self.failures >= self.shared.options.max_watch_failures.get() {
             self.failures = 0;
             Retry::List

@@ -54,14 +54,15 @@ impl ManagerBuilder {
 
     /// How long shutdown may take in all, from the first signal until every
     /// task has stopped, before the remaining tasks are aborted (default
-    /// 30 s).
+    /// 30 s). Must not be zero; `Duration::MAX` means no limit. Each
+    /// controller's own shutdown grace is cut to 80 % of this.
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.grace = timeout;
         self
     }
 
     /// How long `run` waits for every informer's first list before failing
-    /// (default 2 minutes).
+    /// (default 2 minutes). Must not be zero; `Duration::MAX` waits for ever.
     pub fn sync_timeout(mut self, timeout: Duration) -> Self {
         self.sync_timeout = timeout;
         self

@@ -130,8 +130,8 @@ impl<O: Object + PartialEq> PollSource<O> {
         })
     }
 
-    /// Sets the longest wait between attempts after errors (at least the
-    /// interval).
+    /// Sets the longest wait between attempts after errors, before the
+    /// ±10 % jitter (at least the interval; `Duration::MAX`: no maximum).
     #[must_use]
     pub fn with_max_backoff(mut self, max_backoff: Duration) -> Self {
         self.max_backoff = max_backoff.max(self.interval);
@@ -269,12 +269,10 @@ impl<O: Object + PartialEq> PollStream<O> {
         }
     }
 
-    /// The interval (jittered ±10 %), doubled for each consecutive failure up
-    /// to the maximum backoff.
+    /// The interval, doubled for each consecutive failure up to the maximum
+    /// backoff, jittered ±10 %.
     fn delay(&mut self) -> Duration {
-        let factor = 2f64.powi(i32::try_from(self.failures.min(30)).unwrap_or(30));
-        let base = Duration::try_from_secs_f64(self.interval.as_secs_f64() * factor)
-            .map_or(self.max_backoff, |d| d.min(self.max_backoff));
+        let base = crate::time::doubled(self.interval, self.failures, self.max_backoff);
         crate::time::jittered(base, self.rng.f64())
     }
 }
