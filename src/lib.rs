@@ -42,6 +42,9 @@ mod sync;
 pub mod testing;
 mod time;
 
+/// The attribute that [`Source`] implementations need (`#[tend::async_trait]`),
+/// re-exported so that implementing tend's traits needs no extra dependency.
+pub use async_trait::async_trait;
 pub use informer::{
     Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,
 };
@@ -49,6 +52,9 @@ pub use queue::{
     DoneError, InFlightKey, Priority, QueueKey, QueueObserver, QueueStats, WorkQueue,
     WorkQueueBuilder,
 };
+/// The token every `run` takes to stop (tokio-util's), re-exported.
+pub use tokio_util::sync::CancellationToken;
+
 pub use source::{
     BoxError, Change, Object, ObjectKey, Revision, Snapshot, Source, SourceError, WatchStream,
     memory, poll,

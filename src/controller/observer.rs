@@ -53,6 +53,12 @@ pub trait ControllerObserver: Send + Sync {
     /// A reconcile ended after `_took`
     /// (`controller_runtime_active_workers` − 1, `reconcile_total`,
     /// `reconcile_time_seconds`, the error, panic and timeout counters).
+    ///
+    /// Called once the outcome has been acted on (the key forgotten, or its
+    /// retry or requeue scheduled) but *before* the worker ends the key in
+    /// the queue: while it runs, the key still counts as in flight
+    /// ([`WorkQueue::in_flight`](crate::WorkQueue::in_flight)), and a change
+    /// that arrives now queues it again once it ends.
     fn reconcile_finished(&self, _outcome: Outcome, _took: Duration) {}
 }
 

@@ -306,6 +306,16 @@ impl SourceError {
         Self::Unavailable(error.into())
     }
 
+    /// The history needed to watch from `requested` is gone: the source has
+    /// compacted it up to `compacted`. The informer lists again.
+    #[must_use]
+    pub fn expired(requested: Revision, compacted: Revision) -> Self {
+        Self::Expired {
+            requested,
+            compacted,
+        }
+    }
+
     /// Whether the caller must list again (rather than retry the watch).
     #[must_use]
     pub fn is_expired(&self) -> bool {
@@ -339,7 +349,85 @@ impl SourceError {
 /// exists to repair such sources.
 ///
 /// The trait is object safe: the informer holds an
-/// `Arc<dyn Source<Object = O>>`.
+/// `Arc<dyn Source<Object = O>>`. Implement it with the
+/// [`async_trait`](crate::async_trait) attribute (re-exported by tend):
+/// without it the compiler reports a mismatch of lifetimes (E0195).
+///
+/// # Examples
+///
+/// A source over an in-process log of changes: `list` replays the log into
+/// a snapshot, `watch` streams the changes after a revision, and a revision
+/// older than the log's start is expired.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use futures::StreamExt;
+/// use tend::{Change, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
+///
+/// #[derive(Clone, Debug)]
+/// struct Reading { sensor: String, celsius: f64, version: Revision }
+/// tend::impl_object!(Reading, key: sensor: String, version: version);
+///
+/// /// Readings appended to a log; revision n is the n-th entry.
+/// #[derive(Clone, Default)]
+/// struct Readings { log: Arc<Mutex<Vec<Reading>>> }
+///
+/// impl Readings {
+///     fn record(&self, sensor: &str, celsius: f64) {
+///         let mut log = self.log.lock().unwrap();
+///         let version = Revision::new(log.len() as u64 + 1);
+///         log.push(Reading { sensor: sensor.into(), celsius, version });
+///     }
+/// }
+///
+/// #[tend::async_trait]
+/// impl Source for Readings {
+///     type Object = Reading;
+///
+///     fn name(&self) -> &str { "readings" }
+///
+///     async fn list(&self) -> Result<Snapshot<Reading>, SourceError> {
+///         let log = self.log.lock().unwrap();
+///         let mut latest = std::collections::HashMap::new();
+///         for reading in log.iter() {
+///             latest.insert(reading.sensor.clone(), reading.clone());
+///         }
+///         let revision = Revision::new(log.len() as u64);
+///         Ok(Snapshot { objects: latest.into_values().collect(), revision })
+///     }
+///
+///     async fn watch(&self, from: Revision) -> Result<WatchStream<Reading>, SourceError> {
+///         let log = self.log.lock().unwrap();
+///         if from.get() > log.len() as u64 {
+///             return Err(SourceError::expired(from, Revision::ZERO));
+///         }
+///         // A real source would also stream future changes (a channel, a
+///         // server's watch); this one ends, and the informer resumes.
+///         let changes: Vec<_> = log[from.get() as usize..]
+///             .iter()
+///             .map(|reading| Ok(Change::Applied(reading.clone())))
+///             .collect();
+///         Ok(futures::stream::iter(changes).boxed())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let readings = Readings::default();
+/// readings.record("hall", 19.5);
+/// readings.record("hall", 20.0);
+/// let informer = Informer::builder(readings.clone()).build()?;
+/// let stop = tend::CancellationToken::new();
+/// let run = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+/// informer.store().wait_synced(std::time::Duration::from_secs(5)).await?;
+/// assert_eq!(informer.store().get(&"hall".to_owned()).unwrap().celsius, 20.0);
+/// stop.cancel();
+/// run.await??;
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait Source: Send + Sync + 'static {
     /// The type of the objects this source holds.
