@@ -1,9 +1,9 @@
 //! Public behaviour of `WorkQueue`, on tokio's paused clock.
 
-use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::future::Future;
+use std::num::NonZeroU32;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -376,7 +376,10 @@ async fn a_get_woken_then_dropped_before_its_next_poll_passes_the_key_on() {
         other_flag.woken(),
         "the wake-up of the dropped get was not passed on"
     );
-    assert_eq!(poll_once(other.as_mut(), other_flag), Poll::Ready(Some("a")));
+    assert_eq!(
+        poll_once(other.as_mut(), other_flag),
+        Poll::Ready(Some("a"))
+    );
 }
 
 #[tokio::test(start_paused = true)]
