@@ -271,6 +271,8 @@ struct Probe {
     work: Duration,
     requeue: Option<Duration>,
     calls: AtomicUsize,
+    /// The replicas each key's latest run read (`None`: no object).
+    last_seen: Mutex<HashMap<String, Option<usize>>>,
 }
 
 impl Probe {
@@ -302,6 +304,10 @@ impl Reconciler<Set> for Arc<Probe> {
             ctx.attempt(),
             Instant::now(),
         ));
+        self.last_seen
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone(), ctx.object().map(|s| s.replicas));
         sleep(self.work).await;
         self.running.lock().expect("not poisoned").remove(&key);
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
@@ -334,18 +340,21 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
     for name in ["a", "b", "c"] {
         world.sets.create(set(name, 1)).expect("created");
     }
+    let mut last_update = Instant::now();
     for round in 0..200 {
         for name in ["a", "b", "c"] {
             let mut s = world.sets.get(&name.into()).expect("exists");
             s.replicas = round;
             world.sets.update(s).expect("updated");
         }
+        last_update = Instant::now();
         sleep(Duration::from_millis(7)).await;
     }
     sleep(Duration::from_secs(1)).await;
     assert_eq!(probe.overlaps.load(Ordering::SeqCst), 0);
     // Updates during a reconcile were coalesced, never lost: each key's last
-    // run started after its last update.
+    // run started after its last update, and read it.
+    let seen = probe.last_seen.lock().expect("not poisoned").clone();
     for name in ["a", "b", "c"] {
         let runs = probe.runs_of(name);
         assert!(
@@ -353,6 +362,13 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
             "{name}: {} runs",
             runs.len()
         );
+        let (_, _, started) = runs.last().expect("runs");
+        assert!(
+            *started >= last_update,
+            "{name}: last run started {:?} before the last update",
+            last_update - *started
+        );
+        assert_eq!(seen[name], Some(199), "{name}: the last run's object");
     }
     world.shut_down().await;
 }
