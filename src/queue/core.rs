@@ -669,13 +669,13 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// Heap entries, live or stale (for tests of compaction).
-    #[cfg(test)]
+    #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn timer_entries(&self) -> usize {
         self.timers.len()
     }
 
     /// Ready entries, live or stale (for tests of compaction).
-    #[cfg(test)]
+    #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn ready_entries(&self) -> usize {
         self.levels.entries()
     }
