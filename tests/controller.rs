@@ -1,5 +1,8 @@
 //! Public behaviour of `Controller` on the memory backend, with paused time.
 
+#[path = "support/spans.rs"]
+mod spans;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -9,9 +12,10 @@ use std::time::Duration;
 
 use tend::controller::{
     Action, Context, Controller, ControllerError, ErrorPolicy, Predicate, Reconciler, Trigger,
+    Watch,
 };
 use tend::memory::{Faults, MemoryStore};
-use tend::{Informer, Object, Revision};
+use tend::{Event, Informer, Object, Revision};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
@@ -271,6 +275,8 @@ struct Probe {
     work: Duration,
     requeue: Option<Duration>,
     calls: AtomicUsize,
+    /// The replicas each key's latest run read (`None`: no object).
+    last_seen: Mutex<HashMap<String, Option<usize>>>,
 }
 
 impl Probe {
@@ -302,6 +308,10 @@ impl Reconciler<Set> for Arc<Probe> {
             ctx.attempt(),
             Instant::now(),
         ));
+        self.last_seen
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone(), ctx.object().map(|s| s.replicas));
         sleep(self.work).await;
         self.running.lock().expect("not poisoned").remove(&key);
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
@@ -334,18 +344,21 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
     for name in ["a", "b", "c"] {
         world.sets.create(set(name, 1)).expect("created");
     }
+    let mut last_update = Instant::now();
     for round in 0..200 {
         for name in ["a", "b", "c"] {
             let mut s = world.sets.get(&name.into()).expect("exists");
             s.replicas = round;
             world.sets.update(s).expect("updated");
         }
+        last_update = Instant::now();
         sleep(Duration::from_millis(7)).await;
     }
     sleep(Duration::from_secs(1)).await;
     assert_eq!(probe.overlaps.load(Ordering::SeqCst), 0);
     // Updates during a reconcile were coalesced, never lost: each key's last
-    // run started after its last update.
+    // run started after its last update, and read it.
+    let seen = probe.last_seen.lock().expect("not poisoned").clone();
     for name in ["a", "b", "c"] {
         let runs = probe.runs_of(name);
         assert!(
@@ -353,6 +366,13 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
             "{name}: {} runs",
             runs.len()
         );
+        let (_, _, started) = runs.last().expect("runs");
+        assert!(
+            *started >= last_update,
+            "{name}: last run started {:?} before the last update",
+            last_update - *started
+        );
+        assert_eq!(seen[name], Some(199), "{name}: the last run's object");
     }
     world.shut_down().await;
 }
@@ -389,6 +409,39 @@ async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
         .await;
     assert_eq!(probe.runs_of("a")[5].1, 1);
     world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_reconcile_span_names_the_controller_key_attempt_and_triggers() {
+    let spans = spans::Spans::default();
+    let _recording = tracing::subscriber::set_default(spans.clone());
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe {
+        fail_first: 1,
+        ..Probe::default()
+    });
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("the retry", |_| probe.runs_of("a").len() == 2)
+        .await;
+    world.shut_down().await;
+    let span = |attempt: &str, trigger: &str| {
+        [
+            ("controller", "sets"),
+            ("key", "\"a\""),
+            ("attempt", attempt),
+            ("trigger", trigger),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .into()
+    };
+    let expected: Vec<spans::Fields> = vec![span("1", "initial"), span("2", "retry")];
+    assert_eq!(spans.named("reconcile"), expected);
 }
 
 #[tokio::test(start_paused = true)]
@@ -600,6 +653,105 @@ async fn predicates_filter_events() {
     world
         .until("spec change run", |_| probe.runs_of("a").len() == 2)
         .await;
+    world.shut_down().await;
+}
+
+fn member(name: &str, owner: &str) -> Member {
+    Member {
+        name: name.into(),
+        owner: owner.into(),
+        version: Revision::ZERO,
+    }
+}
+
+/// Passes only the events of members not named `quiet…`.
+fn not_quiet() -> Predicate<Member> {
+    Predicate::new(|event: &Event<Member>| !event.object().name.starts_with("quiet"))
+}
+
+/// Runs `controller` on set `a`; checks that creating a `quiet` member of
+/// `a` enqueues nothing and that a `loud` one reconciles `a` for `trigger`.
+async fn assert_a_filtered_source(
+    mut world: World,
+    probe: &Probe,
+    controller: Controller<Set, Arc<Probe>>,
+    trigger: Trigger,
+) {
+    world.spawn(controller);
+    world.sets.create(set("a", 1)).expect("created");
+    world
+        .until("initial run", |_| probe.runs_of("a").len() == 1)
+        .await;
+    world.members.create(member("quiet", "a")).expect("created");
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(probe.runs_of("a").len(), 1, "the predicate dropped it");
+    world.members.create(member("loud", "a")).expect("created");
+    world
+        .until("the loud member's run", |_| probe.runs_of("a").len() == 2)
+        .await;
+    assert_eq!(probe.runs_of("a")[1].0, [trigger]);
+    world.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_predicate_on_an_owned_source_filters_its_events() {
+    let world = World::new(None);
+    let probe = Arc::new(Probe::default());
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+        .owns(
+            Watch::new(world.member_informer.clone()).predicate(not_quiet()),
+            |m: &Member| Some(m.owner.clone()),
+        )
+        .build()
+        .expect("valid");
+    assert_a_filtered_source(world, &probe, controller, Trigger::Owned).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_predicate_on_a_watched_source_filters_its_events() {
+    let world = World::new(None);
+    let probe = Arc::new(Probe::default());
+    let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+        .watches(
+            Watch::new(world.member_informer.clone()).predicate(not_quiet()),
+            |m: &Member| vec![m.owner.clone()],
+        )
+        .build()
+        .expect("valid");
+    assert_a_filtered_source(world, &probe, controller, Trigger::Mapped).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_object_moving_to_another_owner_enqueues_both() {
+    let mut world = World::new(None);
+    let probe = Arc::new(Probe::default());
+    world.spawn(
+        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
+            .owns(&world.member_informer, |m: &Member| Some(m.owner.clone()))
+            .build()
+            .expect("valid"),
+    );
+    world.sets.create(set("a", 1)).expect("created");
+    world.sets.create(set("b", 1)).expect("created");
+    world
+        .until("initial runs", |_| {
+            probe.runs_of("a").len() == 1 && probe.runs_of("b").len() == 1
+        })
+        .await;
+    world.members.create(member("m", "a")).expect("created");
+    world
+        .until("a's run for m", |_| probe.runs_of("a").len() == 2)
+        .await;
+    let mut m = world.members.get(&"m".into()).expect("exists");
+    m.owner = "b".into();
+    world.members.update(m).expect("updated");
+    world
+        .until("both owners' runs", |_| {
+            probe.runs_of("a").len() == 3 && probe.runs_of("b").len() == 2
+        })
+        .await;
+    assert_eq!(probe.runs_of("a")[2].0, [Trigger::Owned], "the old owner");
+    assert_eq!(probe.runs_of("b")[1].0, [Trigger::Owned], "the new owner");
     world.shut_down().await;
 }
 

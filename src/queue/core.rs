@@ -669,13 +669,13 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// Heap entries, live or stale (for tests of compaction).
-    #[cfg(test)]
+    #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn timer_entries(&self) -> usize {
         self.timers.len()
     }
 
     /// Ready entries, live or stale (for tests of compaction).
-    #[cfg(test)]
+    #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn ready_entries(&self) -> usize {
         self.levels.entries()
     }
@@ -748,7 +748,19 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// The level to pop from, and whether several levels had keys.
-    fn choose_level(&self, now: Stamp) -> Option<(usize, bool)> {
+    fn choose_level(&mut self, now: Stamp) -> Option<(usize, bool)> {
+        {
+            let mut fronts = self.levels.fronts();
+            let (highest, _) = fronts.next()?;
+            if fronts.next().is_none() {
+                // One level: its stale entries are skipped as they are popped.
+                return Some((highest, false));
+            }
+        }
+        // Several: a stale front must not count as a level with keys (it
+        // would flip the aged turn) nor stand for its level's age.
+        let slots = &self.slots;
+        self.stale_ready -= self.levels.drop_stale_fronts(|e| !is_live(slots, e));
         let mut fronts = self.levels.fronts();
         let (highest, _) = fronts.next()?;
         let mut lower = fronts.peekable();
@@ -777,15 +789,18 @@ impl<K: QueueKey> Core<K> {
         }
         if self.stale_ready > COMPACT_FLOOR && self.stale_ready > self.ready {
             let slots = &self.slots;
-            self.levels.retain(|e| {
-                slots
-                    .get(&e.key)
-                    .and_then(|s| s.queued())
-                    .is_some_and(|q| q.seq == e.seq)
-            });
+            self.levels.retain(|e| is_live(slots, e));
             self.stale_ready = 0;
         }
     }
+}
+
+/// Whether `entry` is its key's live ready entry.
+fn is_live<K: QueueKey>(slots: &HashMap<K, Slot, RandomState>, entry: &ReadyEntry<K>) -> bool {
+    slots
+        .get(&entry.key)
+        .and_then(|s| s.queued())
+        .is_some_and(|q| q.seq == entry.seq)
 }
 
 fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Stamp, key: K) {

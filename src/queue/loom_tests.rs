@@ -1,5 +1,6 @@
 //! loom models of the core behind its mutex: every interleaving of the
-//! operations that workers and handlers run concurrently.
+//! operations that workers and handlers run concurrently. How the shell
+//! wakes workers around it is modelled in `loom_wakeups.rs`.
 //!
 //! Run with `RUSTFLAGS="--cfg tend_loom" cargo test --lib --release loom`.
 

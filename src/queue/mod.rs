@@ -27,12 +27,18 @@
 //! call back into the queue: [`QueueObserver::depth`] (so that depth reports
 //! arrive in order) and [`RateLimiter::when`]. Lock order: the core's mutex,
 //! then the rate limiter's own lock. No lock is held across an `.await`.
+//!
+//! loom checks the core (`loom_tests.rs`) and, through a replica of this
+//! file's register-look-sleep and notify steps, the wake-up protocol
+//! (`loom_wakeups.rs`): a change to that order here must be made there too.
 
 mod builder;
 mod core;
 mod levels;
 #[cfg(all(test, tend_loom))]
 mod loom_tests;
+#[cfg(all(test, tend_loom))]
+mod loom_wakeups;
 mod observer;
 mod priority;
 mod runs;

@@ -1,6 +1,6 @@
 //! Unit and property tests of the synchronous core, with explicit time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -73,6 +73,23 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     ));
     assert!(core.done(&7, due).expect("in flight").requeued);
     assert_eq!(take(&mut core, due), Some(7));
+}
+
+#[test]
+fn a_re_prioritised_keys_old_entry_does_not_count_as_a_level_with_keys() {
+    let second = Duration::from_secs(1);
+    let mut core = Core::new(second);
+    let t0 = Stamp::default();
+    // Key 1 moves from low to normal, leaving an entry behind in low.
+    core.add(1u8, Priority::LOW, 0, || t0);
+    core.add(1, Priority::NORMAL, 0, || t0);
+    core.add(2, Priority::NORMAL, 0, || t0);
+    // Only one level has keys: this is no turn between levels.
+    assert_eq!(take(&mut core, t0), Some(1));
+    core.add(3, Priority::LOW, 0, || t0);
+    let later = t0.after(2 * second);
+    assert_eq!(take(&mut core, later), Some(2), "the normal level's turn");
+    assert_eq!(take(&mut core, later), Some(3), "the aged key's turn");
 }
 
 fn take_marked(core: &mut Core<u8>, now: Stamp) -> Option<(u8, Marks)> {
@@ -262,23 +279,47 @@ fn mark() -> impl Strategy<Value = Marks> {
     (0..4u8).prop_map(|bit| 1 << bit)
 }
 
+/// A ready key in the model.
+#[derive(Debug, Clone, Copy)]
+struct Ready {
+    key: u8,
+    priority: Priority,
+    /// Its place in its level (lower first).
+    order: i64,
+    /// Since when it is ready, in ms.
+    since: u64,
+    marks: Marks,
+}
+
 /// A plainly written reference queue. Orders are relative: a counter stamps
 /// ready entries and timers in the order the core stamps its sequence numbers.
-/// Marks follow the pending state they were added to.
+/// Marks follow the pending state they were added to. Times are in ms.
 #[derive(Default)]
 struct Model {
-    /// Ordered by priority, then stamp (lower first).
-    ready: Vec<(u8, Priority, i64, Marks)>,
+    ready: Vec<Ready>,
+    /// Deadline, order, marks.
     timers: HashMap<u8, (u64, i64, Marks)>,
-    in_flight: HashSet<u8>,
-    dirty: HashMap<u8, (Priority, Marks)>,
+    /// Since when each key in flight had been ready.
+    in_flight: HashMap<u8, u64>,
+    /// Priority, the first add while in flight, marks.
+    dirty: HashMap<u8, (Priority, u64, Marks)>,
     shut_down: bool,
     stamp: i64,
     /// Stamps for keys put back first in their level, counting down.
     front: i64,
+    max_wait: u64,
+    /// Whether the next pop among several levels serves an aged key first.
+    aged_turn: bool,
 }
 
 impl Model {
+    fn new(max_wait: u64) -> Self {
+        Self {
+            max_wait,
+            ..Self::default()
+        }
+    }
+
     fn stamp(&mut self) -> i64 {
         self.stamp += 1;
         self.stamp
@@ -287,52 +328,71 @@ impl Model {
     /// A key taken but not started comes back first in its level, merged
     /// with an add made meanwhile; a timer set meanwhile is cancelled.
     fn restore(&mut self, key: u8, mut priority: Priority, mut marks: Marks) {
-        self.in_flight.remove(&key);
+        let mut since = self.in_flight.remove(&key).expect("in flight");
         if self.shut_down {
             return;
         }
-        if let Some((dirty, more)) = self.dirty.remove(&key) {
+        if let Some((dirty, first, more)) = self.dirty.remove(&key) {
             priority = priority.max(dirty);
             marks |= more;
+            since = since.min(first);
         }
         if self.timers.remove(&key).is_some() {
             priority = priority.max(Priority::NORMAL);
         }
         self.front -= 1;
-        self.ready.push((key, priority, self.front, marks));
+        let order = self.front;
+        self.ready.push(Ready {
+            key,
+            priority,
+            order,
+            since,
+            marks,
+        });
     }
 
-    fn add(&mut self, key: u8, priority: Priority, marks: Marks) {
+    /// An add at `now` (a timer's deadline when it fires).
+    fn add(&mut self, key: u8, priority: Priority, marks: Marks, now: u64) {
         if self.shut_down {
             return;
         }
         // A cancelled timer's marks go with it.
-        if self.in_flight.contains(&key) {
+        if self.in_flight.contains_key(&key) {
             // The dirty run replaces a timer: no demotion either.
             let priority = if self.timers.remove(&key).is_some() {
                 priority.max(Priority::NORMAL)
             } else {
                 priority
             };
-            let dirty = self.dirty.entry(key).or_insert((priority, 0));
+            let dirty = self.dirty.entry(key).or_insert((priority, now, 0));
             dirty.0 = dirty.0.max(priority);
-            dirty.1 |= marks;
+            dirty.2 |= marks;
             return;
         }
         // A timer fires at normal priority: replacing it never demotes.
         let had_timer = self.timers.remove(&key).is_some();
-        let stamp = self.stamp();
-        if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
-            entry.3 |= marks;
-            if priority > entry.1 {
-                (entry.1, entry.2) = (priority, stamp);
+        let order = self.stamp();
+        if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
+            entry.marks |= marks;
+            // A raised priority moves the key to the back of its new level,
+            // keeping its age.
+            if priority > entry.priority {
+                (entry.priority, entry.order) = (priority, order);
             }
-        } else if had_timer {
-            self.ready
-                .push((key, priority.max(Priority::NORMAL), stamp, marks));
-        } else {
-            self.ready.push((key, priority, stamp, marks));
+            return;
         }
+        let priority = if had_timer {
+            priority.max(Priority::NORMAL)
+        } else {
+            priority
+        };
+        self.ready.push(Ready {
+            key,
+            priority,
+            order,
+            since: now,
+            marks,
+        });
     }
 
     fn add_after(&mut self, key: u8, at: u64, now: u64, marks: Marks) {
@@ -340,9 +400,9 @@ impl Model {
             return;
         }
         if at <= now {
-            return self.add(key, Priority::NORMAL, marks);
+            return self.add(key, Priority::NORMAL, marks, now);
         }
-        if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.0 == key) {
+        if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.key == key) {
             return;
         }
         let stamp = self.stamp();
@@ -355,18 +415,19 @@ impl Model {
     }
 
     fn mark_pending(&mut self, key: u8, marks: Marks) -> bool {
-        if let Some(entry) = self.ready.iter_mut().find(|e| e.0 == key) {
-            entry.3 |= marks;
+        if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
+            entry.marks |= marks;
         } else if let Some(timer) = self.timers.get_mut(&key) {
             timer.2 |= marks;
         } else if let Some(dirty) = self.dirty.get_mut(&key) {
-            dirty.1 |= marks;
+            dirty.2 |= marks;
         } else {
             return false;
         }
         true
     }
 
+    /// Due timers, earliest first, make their keys ready as of their deadline.
     fn fire(&mut self, now: u64) {
         let mut due: Vec<_> = self
             .timers
@@ -375,31 +436,66 @@ impl Model {
             .map(|(k, (at, stamp, marks))| (*at, *stamp, *k, *marks))
             .collect();
         due.sort_unstable();
-        for (_, _, key, marks) in due {
+        for (at, _, key, marks) in due {
             self.timers.remove(&key);
-            self.add(key, Priority::NORMAL, marks);
+            self.add(key, Priority::NORMAL, marks, at);
         }
     }
 
-    fn next(&mut self, now: u64) -> Option<(u8, Marks)> {
-        self.fire(now);
-        let best = self
-            .ready
+    /// The key to serve: the front (lowest order) of the highest level;
+    /// but every other time several levels have keys, the longest waiting
+    /// of the lower levels' fronts if it has waited `max_wait`.
+    fn choose(&self, now: u64) -> Option<(usize, bool)> {
+        let mut fronts: Vec<(usize, &Ready)> = Vec::new();
+        for (i, entry) in self.ready.iter().enumerate() {
+            match fronts
+                .iter_mut()
+                .find(|(_, f)| f.priority == entry.priority)
+            {
+                Some(front) if entry.order < front.1.order => *front = (i, entry),
+                Some(_) => {}
+                None => fronts.push((i, entry)),
+            }
+        }
+        fronts.sort_by_key(|(_, f)| std::cmp::Reverse(f.priority));
+        let (highest, _) = *fronts.first()?;
+        let several = fronts.len() > 1;
+        let aged = fronts
             .iter()
-            .enumerate()
-            .max_by_key(|(_, e)| (e.1, std::cmp::Reverse(e.2)))?
-            .0;
-        let (key, _, _, marks) = self.ready.remove(best);
-        self.in_flight.insert(key);
-        Some((key, marks))
+            .skip(1)
+            .filter(|(_, f)| now - f.since >= self.max_wait)
+            .min_by_key(|(_, f)| f.since);
+        match aged {
+            Some(&(i, _)) if several && self.aged_turn => Some((i, true)),
+            _ => Some((highest, several)),
+        }
+    }
+
+    /// The key handed out, its marks and how long it waited.
+    fn next(&mut self, now: u64) -> Option<(u8, Marks, Duration)> {
+        self.fire(now);
+        let (at, several) = self.choose(now)?;
+        if several {
+            self.aged_turn = !self.aged_turn;
+        }
+        let entry = self.ready.remove(at);
+        self.in_flight.insert(entry.key, entry.since);
+        let waited = Duration::from_millis(now - entry.since);
+        Some((entry.key, entry.marks, waited))
     }
 
     fn done(&mut self, key: u8) {
         self.in_flight.remove(&key);
-        if let Some((priority, marks)) = self.dirty.remove(&key) {
+        if let Some((priority, since, marks)) = self.dirty.remove(&key) {
             self.timers.remove(&key);
-            let stamp = self.stamp();
-            self.ready.push((key, priority, stamp, marks));
+            let order = self.stamp();
+            self.ready.push(Ready {
+                key,
+                priority,
+                order,
+                since,
+                marks,
+            });
         }
     }
 }
@@ -407,14 +503,19 @@ impl Model {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// The core against the model: same keys handed out in the same order,
-    /// same sizes, and the five invariants checked after every step.
+    /// The core against the model: same keys handed out in the same order
+    /// (aging included: `max_wait` is within reach of the steps), with the
+    /// same marks and waits, same sizes, and the five invariants checked
+    /// after every step.
     #[test]
-    fn core_behaves_like_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+    fn core_behaves_like_the_model(
+        max_wait in 0..80u64,
+        ops in proptest::collection::vec(op(), 1..120),
+    ) {
         let t0 = Stamp::default();
         let ms = |m: u64| t0.after(Duration::from_millis(m));
-        let mut core = Core::new(HOUR);
-        let mut model = Model::default();
+        let mut core = Core::new(Duration::from_millis(max_wait));
+        let mut model = Model::new(max_wait);
         let mut now = 0u64;
         // Keys handed out, with what a restore needs.
         let mut held: Vec<Handed<u8>> = Vec::new();
@@ -422,7 +523,7 @@ proptest! {
             match op {
                 Op::Add(key, p, marks) => {
                     core.add(key, Priority::new(p), marks, || ms(now));
-                    model.add(key, Priority::new(p), marks);
+                    model.add(key, Priority::new(p), marks, now);
                 }
                 Op::AddAfter(key, delay, marks) => {
                     core.add_after(key, ms(now + delay), marks, ms(now));
@@ -434,12 +535,12 @@ proptest! {
                 }
                 Op::Get => {
                     let got = match core.next(ms(now)) {
-                        Next::Key { handed, .. } => Some(handed),
+                        Next::Key { handed, waited, .. } => Some((handed, waited)),
                         Next::Empty { .. } | Next::ShutDown => None,
                     };
                     let expected = if model.shut_down { None } else { model.next(now) };
-                    prop_assert_eq!(got.as_ref().map(|h| (h.key, h.marks)), expected);
-                    if let Some(taken) = got {
+                    prop_assert_eq!(got.as_ref().map(|(h, w)| (h.key, h.marks, *w)), expected);
+                    if let Some((taken, _)) = got {
                         // Invariant 2: never handed to two workers at once.
                         prop_assert!(!held.iter().any(|h| h.key == taken.key), "{} handed out twice", taken.key);
                         held.push(taken);
@@ -487,7 +588,7 @@ proptest! {
             let later = now + 1_000;
             loop {
                 let got = take_marked(&mut core, ms(later));
-                prop_assert_eq!(got, model.next(later));
+                prop_assert_eq!(got, model.next(later).map(|(key, marks, _)| (key, marks)));
                 let Some((key, _)) = got else { break };
                 core.done(&key, ms(later)).expect("in flight");
                 model.done(key);
