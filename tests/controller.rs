@@ -939,6 +939,22 @@ fn a_zero_shutdown_grace_is_refused() {
     );
 }
 
+#[test]
+fn a_concurrency_that_would_exhaust_memory_is_refused() {
+    assert_eq!(
+        refusal("x", |b| b.concurrency(std::num::NonZeroUsize::MAX)),
+        "controller `x` is misconfigured: the concurrency is above 65536 workers"
+    );
+    let informer = Informer::builder(MemoryStore::<Set>::new("sets"))
+        .build()
+        .expect("valid");
+    let most = std::num::NonZeroUsize::new(65_536).expect("non-zero");
+    Controller::builder("x", &informer, Arc::new(Probe::default()))
+        .concurrency(most)
+        .build()
+        .expect("65536 workers are allowed");
+}
+
 #[tokio::test(start_paused = true)]
 async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_reconciles() {
     let mut world = World::new(None);

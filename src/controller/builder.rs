@@ -97,8 +97,10 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
-    /// How many keys are reconciled at once (default 4). One key never runs
-    /// on two workers at once, whatever this is.
+    /// How many keys are reconciled at once (default 4), at most 65,536:
+    /// each worker is a task, so an absurd count would exhaust memory
+    /// before doing any work. One key never runs on two workers at once,
+    /// whatever this is.
     pub fn concurrency(mut self, workers: NonZeroUsize) -> Self {
         self.config.concurrency = workers;
         self
@@ -188,6 +190,9 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     }
 }
 
+/// The most workers a controller runs (see `concurrency`).
+const MAX_CONCURRENCY: usize = 1 << 16;
+
 impl<O: Object, R> ControllerBuilder<O, R> {
     fn validate(&self) -> Result<(), ControllerError> {
         let config = &self.config;
@@ -204,6 +209,8 @@ impl<O: Object, R> ControllerBuilder<O, R> {
             "the sync timeout is zero"
         } else if config.shutdown_grace.is_zero() {
             "the shutdown grace is zero"
+        } else if config.concurrency.get() > MAX_CONCURRENCY {
+            "the concurrency is above 65536 workers"
         } else {
             return Ok(());
         };

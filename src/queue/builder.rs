@@ -78,6 +78,10 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
     /// higher priorities (default 10 s). Once a key is overdue it is served on
     /// every other `get` until no key is overdue, so low priorities never
     /// starve yet never take more than half the throughput from fresh work.
+    /// Zero makes every lower-priority key overdue at once: levels then
+    /// alternate, one key each. `Duration::MAX` turns aging off (strict
+    /// priorities: a steady stream of higher-priority keys starves the
+    /// rest).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = max_wait;
         self
