@@ -31,6 +31,7 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 
 use super::levels::{Levels, ReadyEntry};
+use super::shrink;
 use super::stamp::Stamp;
 use super::{Priority, QueueKey};
 
@@ -496,6 +497,7 @@ impl<K: QueueKey> Core<K> {
         let Some(dirty) = slot.take_dirty() else {
             if slot.is_empty() {
                 self.slots.remove(key);
+                self.shrink_slots_if_sparse();
             }
             return Ok(Finished {
                 worked,
@@ -548,6 +550,7 @@ impl<K: QueueKey> Core<K> {
         if self.shut_down {
             // Shutdown kept only the in-flight mark; nothing else is pending.
             self.slots.remove(&key);
+            self.shrink_slots_if_sparse();
             self.dropped += 1;
             return Restored::Dropped;
         }
@@ -674,6 +677,17 @@ impl<K: QueueKey> Core<K> {
         self.timers.len()
     }
 
+    /// Memory held by the key map, the ready levels and the timer heap, in
+    /// entries (for tests of shrinking).
+    #[cfg(all(test, not(tend_loom)))]
+    pub(crate) fn capacities(&self) -> (usize, usize, usize) {
+        (
+            self.slots.capacity(),
+            self.levels.capacity(),
+            self.timers.capacity(),
+        )
+    }
+
     /// Ready entries, live or stale (for tests of compaction).
     #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn ready_entries(&self) -> usize {
@@ -714,6 +728,9 @@ impl<K: QueueKey> Core<K> {
             });
             push_ready(&mut self.levels, Priority::NORMAL, seq, deadline, key);
             self.ready += 1;
+        }
+        if fired > 0 && shrink::is_sparse(self.timers.len(), self.timers.capacity()) {
+            self.timers.shrink_to(shrink::target(self.timers.len()));
         }
         fired
     }
@@ -774,6 +791,13 @@ impl<K: QueueKey> Core<K> {
             .filter(|(_, e)| now.saturating_duration_since(e.since) >= self.max_wait)
             .min_by_key(|(_, e)| e.since);
         Some((aged.map_or(highest, |(at, _)| at), true))
+    }
+
+    /// Gives the key map's memory back after a burst (see `shrink`).
+    fn shrink_slots_if_sparse(&mut self) {
+        if shrink::is_sparse(self.slots.len(), self.slots.capacity()) {
+            self.slots.shrink_to(shrink::target(self.slots.len()));
+        }
     }
 
     fn compact_if_needed(&mut self) {

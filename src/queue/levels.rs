@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use super::Priority;
+use super::shrink;
 use super::stamp::Stamp;
 
 /// A ready key as queued: `seq` tells a live entry from a stale one.
@@ -59,7 +60,18 @@ impl<K> Levels<K> {
     }
 
     pub(super) fn pop(&mut self, at: usize) -> Option<ReadyEntry<K>> {
-        self.levels.get_mut(at)?.1.pop_front()
+        let entries = &mut self.levels.get_mut(at)?.1;
+        let entry = entries.pop_front();
+        if shrink::is_sparse(entries.len(), entries.capacity()) {
+            entries.shrink_to(shrink::target(entries.len()));
+        }
+        entry
+    }
+
+    /// Memory held for entries, live or stale.
+    #[cfg(all(test, not(tend_loom)))]
+    pub(super) fn capacity(&self) -> usize {
+        self.levels.iter().map(|(_, e)| e.capacity()).sum()
     }
 
     /// Pops the entries at the front of each level for which `stale` holds;

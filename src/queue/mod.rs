@@ -42,6 +42,7 @@ mod loom_wakeups;
 mod observer;
 mod priority;
 mod runs;
+mod shrink;
 mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;

@@ -36,6 +36,54 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     );
 }
 
+/// Adds `n` keys (ready, or each on a timer), then takes and ends them all.
+fn burst(core: &mut Core<u32>, n: u32, timed: bool, t0: Stamp) {
+    for key in 0..n {
+        if timed {
+            core.add_after(key, t0.after(Duration::from_millis(1)), 0, t0);
+        } else {
+            core.add(key, Priority::NORMAL, 0, || t0);
+        }
+    }
+    let later = t0.after(Duration::from_secs(1));
+    while let Next::Key { handed, .. } = core.next(later) {
+        core.done(&handed.key, later).expect("in flight");
+    }
+}
+
+#[test]
+fn memory_is_given_back_after_a_burst_drains() {
+    let t0 = Stamp::default();
+    for timed in [false, true] {
+        let mut core = Core::new(HOUR);
+        burst(&mut core, 100_000, timed, t0);
+        let (slots, ready, timers) = core.capacities();
+        assert!(
+            slots <= 2048 && ready <= 2048 && timers <= 2048,
+            "timed: {timed}, capacities after draining 100k keys: {slots}, {ready}, {timers}"
+        );
+    }
+}
+
+#[test]
+fn a_steady_load_keeps_its_capacity() {
+    let t0 = Stamp::default();
+    let mut core = Core::new(HOUR);
+    burst(&mut core, 10_000, false, t0);
+    // Refill to the same size, drain, again: capacity swings only by the
+    // amortised shrink, never below what one round needs.
+    for _ in 0..10 {
+        for key in 0..10_000u32 {
+            core.add(key, Priority::NORMAL, 0, || t0);
+        }
+        let (slots, ready, _) = core.capacities();
+        assert!(slots >= 10_000 && ready >= 10_000);
+        while let Next::Key { handed, .. } = core.next(t0) {
+            core.done(&handed.key, t0).expect("in flight");
+        }
+    }
+}
+
 #[test]
 fn re_prioritised_keys_are_compacted() {
     let mut core = Core::new(HOUR);
