@@ -1,8 +1,5 @@
 //! Public behaviour of `Controller` on the memory backend, with paused time.
 
-#[path = "support/spans.rs"]
-mod spans;
-
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -409,39 +406,6 @@ async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
         .await;
     assert_eq!(probe.runs_of("a")[5].1, 1);
     world.shut_down().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_reconcile_span_names_the_controller_key_attempt_and_triggers() {
-    let spans = spans::Spans::default();
-    let _recording = tracing::subscriber::set_default(spans.clone());
-    let mut world = World::new(None);
-    let probe = Arc::new(Probe {
-        fail_first: 1,
-        ..Probe::default()
-    });
-    world.spawn(
-        Controller::builder("sets", &world.set_informer, Arc::clone(&probe))
-            .build()
-            .expect("valid"),
-    );
-    world.sets.create(set("a", 1)).expect("created");
-    world
-        .until("the retry", |_| probe.runs_of("a").len() == 2)
-        .await;
-    world.shut_down().await;
-    let span = |attempt: &str, trigger: &str| {
-        [
-            ("controller", "sets"),
-            ("key", "\"a\""),
-            ("attempt", attempt),
-            ("trigger", trigger),
-        ]
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .into()
-    };
-    let expected: Vec<spans::Fields> = vec![span("1", "initial"), span("2", "retry")];
-    assert_eq!(spans.named("reconcile"), expected);
 }
 
 #[tokio::test(start_paused = true)]

@@ -194,6 +194,11 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         "err and panic"
     );
     assert_eq!(
+        metrics.value("tend_workqueue_rate_limiter_panics_total", &q),
+        Some(0.0),
+        "exported from the start"
+    );
+    assert_eq!(
         metrics.value("workqueue_adds_total", &q),
         Some(8.0),
         "5 listed, 2 retries, 1 requeue"
@@ -326,6 +331,7 @@ async fn serve(
     store: &tend::memory::MemoryStore<Widget>,
     builder: tend::manager::ManagerBuilder,
     reconcile_timeout: Duration,
+    hold: &[&str],
 ) -> (
     std::net::SocketAddr,
     tend::WorkQueue<String>,
@@ -356,6 +362,11 @@ async fn serve(
         .build()
         .unwrap();
     let queue = controller.queue();
+    // Held as a wedged worker would: taken before any worker runs, never done.
+    for key in hold {
+        queue.add((*key).to_owned());
+        within("a key", LIMIT, queue.get()).await.expect("a key");
+    }
     manager.add_controller(controller).unwrap();
     let shutdown = manager.shutdown_token();
     (address, queue, shutdown, tokio::spawn(manager.run()))
@@ -391,12 +402,8 @@ async fn debug_queues_is_valid_json_with_keys_as_written_and_healthz_names_stuck
     let store = widgets(&[]);
     let builder =
         Manager::builder().stuck_key_after_timeouts(std::num::NonZeroU32::new(2).unwrap());
-    let (address, queue, shutdown, run) = serve(&store, builder, Duration::from_millis(100)).await;
-    // The test holds these keys as a wedged worker would: taken, never done.
-    for key in ODD_KEYS {
-        queue.add(key.to_owned());
-        within("a key", LIMIT, queue.get()).await.expect("a key");
-    }
+    let (address, queue, shutdown, run) =
+        serve(&store, builder, Duration::from_millis(100), &ODD_KEYS).await;
 
     let response = get(address, "/debug/queues").await;
     assert_eq!(response.content_type, "application/json");
@@ -455,7 +462,8 @@ async fn healthz_names_an_informer_whose_source_keeps_failing() {
     let builder = Manager::builder()
         .sync_timeout(Duration::from_secs(600))
         .stalled_informer_after(Duration::from_millis(100));
-    let (address, _queue, shutdown, run) = serve(&store, builder, Duration::from_secs(1)).await;
+    let (address, _queue, shutdown, run) =
+        serve(&store, builder, Duration::from_secs(1), &[]).await;
 
     let health = get_until(address, "/healthz", |r| r.status == 503).await;
     assert!(
