@@ -108,6 +108,33 @@ fn start<F: Fn(&str, usize) -> Action + Send + Sync + 'static>(
 
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// Runs `scenario` on a paused clock on a thread of its own, failing the
+/// test after 30 s of real time: a busy loop stops the paused clock, and no
+/// tokio timer (so no bounded wait) fires then.
+fn on_a_paused_clock<T: Send + 'static>(
+    what: &str,
+    scenario: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (sender, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        let _ = sender.send(runtime.block_on(scenario));
+    });
+    match result.recv_timeout(Duration::from_secs(30)) {
+        Ok(out) => out,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: still running after 30 s of real time (a busy loop?)")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("{what}: the scenario panicked (see its message above)")
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn requeue_waits_the_keys_backoff_and_reports_a_requeue() {
     let items = MemoryStore::new("items");
@@ -154,8 +181,12 @@ async fn requeue_waits_the_keys_backoff_and_reports_a_requeue() {
     harness.shutdown().await.expect("clean");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_zero_requeue_delay_waits_a_millisecond_and_starves_no_other_key() {
+#[test]
+fn a_zero_requeue_delay_waits_a_millisecond_and_starves_no_other_key() {
+    on_a_paused_clock("the zero-delay loop", zero_requeue_delay());
+}
+
+async fn zero_requeue_delay() {
     let items = MemoryStore::new("items");
     let (harness, script, _) = start(&items, |key, _| {
         if key == "loop" {
@@ -201,37 +232,62 @@ impl Reconciler<Item> for Rewrites {
 
 #[test]
 fn settle_returns_within_its_bound_when_the_runtime_never_idles() {
-    // Run on a thread of its own: before the fix `settle` hung for ever, and
-    // no tokio timer fires on a stopped paused clock.
-    let (sender, result) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
-        let settled = runtime.block_on(async {
-            let items = MemoryStore::new("items");
-            let informer = Informer::builder(items.clone()).build().expect("valid");
-            let mut harness = Harness::new();
-            harness.informer(&informer);
-            harness.controller(
-                Controller::builder("rewrites", &informer, Rewrites(items.clone()))
-                    .build()
-                    .expect("valid"),
-            );
-            items.create(item("a")).expect("created");
-            within("settle", LIMIT, harness.settle(Duration::from_secs(1))).await
-        });
-        let _ = sender.send(settled);
+    // Before the fix `settle` hung for ever on the stopped paused clock.
+    let settled = on_a_paused_clock("settle(1 s)", async {
+        let items = MemoryStore::new("items");
+        let informer = Informer::builder(items.clone()).build().expect("valid");
+        let mut harness = Harness::new();
+        harness.wall_clock_floor(Duration::from_secs(1));
+        harness.informer(&informer);
+        harness.controller(
+            Controller::builder("rewrites", &informer, Rewrites(items.clone()))
+                .build()
+                .expect("valid"),
+        );
+        items.create(item("a")).expect("created");
+        within("settle", LIMIT, harness.settle(Duration::from_secs(1))).await
     });
-    let settled = result
-        .recv_timeout(Duration::from_secs(30))
-        .expect("settle(1 s) still running after 30 s of real time");
     match settled {
         Err(HarnessError::NotSettled { busy, .. }) => {
             assert!(busy.contains("rewrites"), "{busy}");
         }
         other => panic!("a controller rewriting its object settled: {other:?}"),
     }
+}
+
+#[test]
+fn a_requeue_through_a_limiter_that_answers_zero_is_no_busy_loop() {
+    on_a_paused_clock("requeues through a zero-delay limiter", async {
+        let items = MemoryStore::new("items");
+        let informer = Informer::builder(items.clone()).build().expect("valid");
+        let script = Arc::new(Scripted {
+            action: |_: &str, runs: usize| {
+                if runs < 50 {
+                    Action::Requeue
+                } else {
+                    Action::Done
+                }
+            },
+            runs: Mutex::new(Vec::new()),
+        });
+        // A bucket this large answers zero for every retry.
+        let huge = std::num::NonZeroU32::MAX;
+        let controller = Controller::builder("zero", &informer, Arc::clone(&script))
+            .rate_limiter(tend::rate_limit::TokenBucket::new(huge, huge))
+            .build()
+            .expect("valid");
+        let mut harness = Harness::new();
+        harness.informer(&informer);
+        harness.controller(controller);
+        items.create(item("a")).expect("created");
+        harness.settle(LIMIT).await.expect("settled");
+        let runs = script.runs("a");
+        assert_eq!(runs.len(), 51);
+        assert!(
+            runs.windows(2)
+                .all(|w| w[1].at - w[0].at >= Action::MIN_REQUEUE_DELAY),
+            "a requeue ran again at once"
+        );
+        harness.shutdown().await.expect("clean");
+    });
 }

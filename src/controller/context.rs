@@ -35,7 +35,9 @@ impl<O: Object> Context<O> {
         self.object.as_ref()
     }
 
-    /// 1 for a first attempt, n + 1 after n failures (reset by success).
+    /// 1 for a first attempt, n + 1 after n failures or
+    /// [`Action::Requeue`](super::Action::Requeue)s in a row (the rate
+    /// limiter's count; reset by `Done`, `RequeueAfter` or a terminal error).
     pub fn attempt(&self) -> u32 {
         self.attempt
     }

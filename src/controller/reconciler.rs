@@ -99,7 +99,8 @@ pub enum Action {
     /// wait longer and longer (5 ms doubling to 1000 s with the default rate
     /// limiter), [`Context::attempt`](super::Context::attempt) counts them,
     /// and the next reconcile reports [`Trigger::Requeue`](super::Trigger).
-    /// `Done` or `RequeueAfter` resets the backoff.
+    /// `Done` or `RequeueAfter` resets the backoff. Like a retry, it waits
+    /// at least [`Action::MIN_REQUEUE_DELAY`], whatever the rate limiter says.
     Requeue,
     /// Reconcile again after this long, even if nothing changes (polling an
     /// external system, waiting for a slow operation); resets the backoff.

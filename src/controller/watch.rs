@@ -97,10 +97,15 @@ impl<K: crate::QueueKey> Enqueue<K> {
     }
 
     /// Queues `key` after its rate limiter's delay (a retry, or a requeue
-    /// with backoff).
+    /// with backoff), at least [`Action::MIN_REQUEUE_DELAY`]: a limiter that
+    /// answers zero (a token bucket within its burst) must not make a
+    /// failing key a busy loop.
     pub(crate) fn push_backoff(&self, key: K, trigger: Trigger) {
-        self.queue
-            .add_rate_limited_marked(key, Triggers::from(trigger).bits());
+        self.queue.add_rate_limited_marked(
+            key,
+            Triggers::from(trigger).bits(),
+            super::Action::MIN_REQUEUE_DELAY,
+        );
     }
 }
 

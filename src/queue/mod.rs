@@ -230,12 +230,13 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`forget`](Self::forget) and [`retries`](Self::retries), which then
     /// does as if none were on record.)
     pub fn add_rate_limited(&self, key: K) {
-        self.add_rate_limited_marked(key, 0);
+        self.add_rate_limited_marked(key, 0, Duration::ZERO);
     }
 
     /// [`add_rate_limited`](Self::add_rate_limited); `marks` go to the key's
     /// pending state when it has one.
-    pub(crate) fn add_rate_limited_marked(&self, key: K, marks: Marks) {
+    /// The delay is at least `floor`.
+    pub(crate) fn add_rate_limited_marked(&self, key: K, marks: Marks, floor: Duration) {
         let now = self.now();
         let (scheduled, _) = self.with_core(|core| {
             if core.is_shut_down() || core.mark_pending(&key, marks) {
@@ -245,6 +246,7 @@ impl<K: QueueKey> WorkQueue<K> {
                 Some(delay) => (delay, None),
                 None => (LIMITER_PANIC_DELAY, Some(key.clone())),
             };
+            let delay = delay.max(floor);
             Some((core.add_after(key, now.after(delay), marks, now), panicked))
         });
         if let Some((scheduled, panicked)) = scheduled {

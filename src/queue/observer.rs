@@ -29,9 +29,9 @@ pub trait QueueObserver: Send + Sync {
     /// A key was re-added through the rate limiter: `workqueue_retries_total`.
     fn retried(&self) {}
 
-    /// The rate limiter panicked (the key was retried after the fallback
-    /// delay of [`add_rate_limited`](crate::WorkQueue::add_rate_limited)):
-    /// `tend_workqueue_rate_limiter_panics_total`.
+    /// The rate limiter panicked: in `when` (the key was retried after the
+    /// fallback delay of [`add_rate_limited`](crate::WorkQueue::add_rate_limited)),
+    /// `forget` or `retries`: `tend_workqueue_rate_limiter_panics_total`.
     fn limiter_panicked(&self) {}
 
     /// Shutdown dropped `_keys` keys that were ready, scheduled or dirty.

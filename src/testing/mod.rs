@@ -102,6 +102,7 @@ pub struct Harness {
     tasks: JoinSet<Result<(), HarnessError>>,
     watched: Vec<Watched>,
     quiet: Duration,
+    wall_floor: Duration,
 }
 
 /// Something whose idleness `settle` checks.
@@ -125,7 +126,15 @@ impl Harness {
             tasks: JoinSet::new(),
             watched: Vec::new(),
             quiet: Duration::from_millis(50),
+            wall_floor: Duration::from_secs(10),
         }
+    }
+
+    /// The least real time [`settle`](Self::settle) allows before failing,
+    /// whatever its timeout (default 10 s; see there).
+    pub fn wall_clock_floor(&mut self, floor: Duration) -> &mut Self {
+        self.wall_floor = floor;
+        self
     }
 
     /// Runs `informer` until [`shutdown`](Self::shutdown).
@@ -175,11 +184,15 @@ impl Harness {
     /// Scheduled keys (retries, requeues) do not count: a controller that
     /// requeues every minute is idle between its runs.
     ///
-    /// `timeout` bounds both tokio's clock and the wall clock, whichever
-    /// passes first. On the paused clock, tokio's time moves only when every
-    /// task waits, so work that never lets the runtime idle (a reconcile
-    /// that never waits, in a loop with a change it makes itself) stops it:
-    /// `settle` then fails after `timeout` of real time instead of hanging.
+    /// `timeout` is of tokio's clock, and the wall clock bounds it too: the
+    /// call fails once `timeout` of tokio's time has passed, or once the
+    /// longer of `timeout` and the [wall-clock floor](Self::wall_clock_floor)
+    /// (10 s by default) of real time has. On the paused clock, tokio's time
+    /// moves only when every task waits, so work that never lets the runtime
+    /// idle (a reconcile that never waits, in a loop with a change it makes
+    /// itself) stops it: `settle` then fails on the wall clock instead of
+    /// hanging, while the floor keeps a short `timeout` from failing a test
+    /// whose real work is merely slow (a debug build on a busy machine).
     ///
     /// # Errors
     ///
@@ -192,6 +205,7 @@ impl Harness {
     pub async fn settle(&mut self, timeout: Duration) -> Result<(), HarnessError> {
         let deadline = crate::time::deadline(Instant::now(), timeout);
         let started = std::time::Instant::now();
+        let wall_bound = timeout.max(self.wall_floor);
         let ticker = WallTicker::start();
         let mut quiet_since: Option<Instant> = None;
         loop {
@@ -206,7 +220,7 @@ impl Harness {
                 None => {
                     quiet_since.get_or_insert(now);
                 }
-                Some(_) if now >= deadline || started.elapsed() >= timeout => {
+                Some(_) if now >= deadline || started.elapsed() >= wall_bound => {
                     let busy = self.busy().unwrap_or_default();
                     return Err(HarnessError::NotSettled { timeout, busy });
                 }
