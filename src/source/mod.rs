@@ -355,28 +355,37 @@ impl SourceError {
 ///
 /// # Examples
 ///
-/// A source over an in-process log of changes: `list` replays the log into
-/// a snapshot, `watch` streams the changes after a revision, and a revision
-/// older than the log's start is expired.
+/// A source over an in-process log of readings: `list` replays the log into
+/// a snapshot, and `watch` streams the entries after a revision, then every
+/// new one as it is recorded (a broadcast channel stands for a server's
+/// watch). The log never compacts, so no revision expires; a source that
+/// drops history answers [`SourceError::expired`] for revisions it lost.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use futures::StreamExt;
 /// use tend::{Change, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
+/// use tokio::sync::broadcast;
 ///
 /// #[derive(Clone, Debug)]
 /// struct Reading { sensor: String, celsius: f64, version: Revision }
 /// tend::impl_object!(Reading, key: sensor: String, version: version);
 ///
 /// /// Readings appended to a log; revision n is the n-th entry.
-/// #[derive(Clone, Default)]
-/// struct Readings { log: Arc<Mutex<Vec<Reading>>> }
+/// #[derive(Clone)]
+/// struct Readings { log: Arc<Mutex<Vec<Reading>>>, new: broadcast::Sender<Reading> }
 ///
 /// impl Readings {
+///     fn new() -> Self {
+///         Self { log: Arc::default(), new: broadcast::channel(1024).0 }
+///     }
+///
 ///     fn record(&self, sensor: &str, celsius: f64) {
 ///         let mut log = self.log.lock().unwrap();
 ///         let version = Revision::new(log.len() as u64 + 1);
-///         log.push(Reading { sensor: sensor.into(), celsius, version });
+///         let reading = Reading { sensor: sensor.into(), celsius, version };
+///         log.push(reading.clone());
+///         let _ = self.new.send(reading); // no watcher: nobody to tell
 ///     }
 /// }
 ///
@@ -397,33 +406,43 @@ impl SourceError {
 ///     }
 ///
 ///     async fn watch(&self, from: Revision) -> Result<WatchStream<Reading>, SourceError> {
+///         // Subscribed under the log's lock: no entry falls between the
+///         // replay and the live stream.
 ///         let log = self.log.lock().unwrap();
-///         if from.get() > log.len() as u64 {
-///             return Err(SourceError::expired(from, Revision::ZERO));
-///         }
-///         // A real source would also stream future changes (a channel, a
-///         // server's watch); this one ends, and the informer resumes.
-///         let changes: Vec<_> = log[from.get() as usize..]
-///             .iter()
-///             .map(|reading| Ok(Change::Applied(reading.clone())))
-///             .collect();
-///         Ok(futures::stream::iter(changes).boxed())
+///         let live = self.new.subscribe();
+///         let start = usize::try_from(from.get()).unwrap_or(usize::MAX).min(log.len());
+///         let past: Vec<_> = log[start..].iter().cloned().map(Change::Applied).map(Ok).collect();
+///         // A watcher too slow for the channel ends its stream; the
+///         // informer then resumes from the last revision it saw.
+///         let live = futures::stream::unfold(live, |mut live| async move {
+///             let reading = live.recv().await.ok()?;
+///             Some((Ok(Change::Applied(reading)), live))
+///         });
+///         Ok(futures::stream::iter(past).chain(live).boxed())
 ///     }
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let readings = Readings::default();
+/// let readings = Readings::new();
 /// readings.record("hall", 19.5);
-/// readings.record("hall", 20.0);
 /// let informer = Informer::builder(readings.clone()).build()?;
 /// let stop = tend::CancellationToken::new();
 /// let run = tokio::spawn({
 ///     let (informer, stop) = (informer.clone(), stop.clone());
 ///     async move { informer.run(stop).await }
 /// });
-/// informer.store().wait_synced(std::time::Duration::from_secs(5)).await?;
-/// assert_eq!(informer.store().get(&"hall".to_owned()).unwrap().celsius, 20.0);
+/// let store = informer.store();
+/// store.wait_synced(std::time::Duration::from_secs(5)).await?;
+/// assert_eq!(store.get(&"hall".to_owned()).unwrap().celsius, 19.5);
+///
+/// readings.record("hall", 20.0); // reaches the cache through the watch
+/// tokio::time::timeout(std::time::Duration::from_secs(5), async {
+///     while store.get(&"hall".to_owned()).unwrap().celsius != 20.0 {
+///         tokio::task::yield_now().await;
+///     }
+/// })
+/// .await?;
 /// stop.cancel();
 /// run.await??;
 /// # Ok(()) }
