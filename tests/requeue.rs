@@ -291,3 +291,76 @@ fn a_requeue_through_a_limiter_that_answers_zero_is_no_busy_loop() {
         harness.shutdown().await.expect("clean");
     });
 }
+
+/// Initial-list keys fail (or ask for a requeue) once; the first retry
+/// creates a fresh object. Returns the order of the reconciles after the
+/// first pass.
+async fn fresh_change_among_background_retries(requeue: bool) -> Vec<String> {
+    #[derive(Debug, thiserror::Error)]
+    #[error("injected")]
+    struct Injected;
+    struct FailsFirst {
+        items: MemoryStore<Item>,
+        requeue: bool,
+        order: Mutex<Vec<String>>,
+    }
+    impl Reconciler<Item> for Arc<FailsFirst> {
+        type Error = Injected;
+        async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Injected> {
+            let key = ctx.key().clone();
+            if key.starts_with("bg") && ctx.attempt() == 1 {
+                return if self.requeue {
+                    Ok(Action::Requeue)
+                } else {
+                    Err(Injected)
+                };
+            }
+            if key == "bg-00" {
+                // Waits for the fresh change to reach the queue (a waiting
+                // reconcile hands the rest of its run back).
+                self.items.create(item("fresh")).expect("created");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            self.order.lock().expect("not poisoned").push(key);
+            Ok(Action::Done)
+        }
+    }
+    let items = MemoryStore::new("items");
+    for i in 0..40 {
+        items.create(item(&format!("bg-{i:02}"))).expect("created");
+    }
+    let informer = Informer::builder(items.clone()).build().expect("valid");
+    let reconciler = Arc::new(FailsFirst {
+        items: items.clone(),
+        requeue,
+        order: Mutex::new(Vec::new()),
+    });
+    let mut harness = Harness::new();
+    harness.informer(&informer);
+    harness.controller(
+        Controller::builder("bg", &informer, Arc::clone(&reconciler))
+            .concurrency(NonZeroUsize::MIN)
+            .build()
+            .expect("valid"),
+    );
+    harness.settle(LIMIT).await.expect("settled");
+    harness.shutdown().await.expect("clean");
+    reconciler.order.lock().expect("not poisoned").clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_key_keeps_its_priority_through_retries_and_requeues() {
+    for requeue in [false, true] {
+        let order = fresh_change_among_background_retries(requeue).await;
+        assert_eq!(order.len(), 41, "{order:?}");
+        let fresh = order.iter().position(|k| k == "fresh").expect("reconciled");
+        // The fresh change goes right after the retry that made it, ahead
+        // of the background retries still queued.
+        let made = order.iter().position(|k| k == "bg-00").expect("reconciled");
+        assert_eq!(
+            fresh,
+            made + 1,
+            "requeue: {requeue}: the fresh change waited behind background retries: {order:?}"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::context::Caches;
 use super::{Predicate, Trigger, Triggers};
 use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
-use crate::queue::{Marks, Priority, WorkQueue};
+use crate::queue::{Marks, Priority, When, WorkQueue};
 use crate::source::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
@@ -89,23 +89,24 @@ impl<K: crate::QueueKey> Enqueue<K> {
         (key, priority, Triggers::from(trigger).bits())
     }
 
-    /// Queues `key` after `delay` (a requeue); `trigger` is reported only if
-    /// this timer is what runs the key (an earlier run cancels it).
-    pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration) {
-        self.queue
-            .add_after_marked(key, delay, Triggers::from(trigger).bits());
+    /// Queues `key` after `delay` (a requeue) at the priority it ran at;
+    /// `trigger` is reported only if this timer is what runs the key (an
+    /// earlier run cancels it).
+    pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration, priority: Priority) {
+        let marks = Triggers::from(trigger).bits();
+        self.queue.enqueue(key, When::After(delay), priority, marks);
     }
 
     /// Queues `key` after its rate limiter's delay (a retry, or a requeue
-    /// with backoff), at least [`Action::MIN_REQUEUE_DELAY`]: a limiter that
-    /// answers zero (a token bucket within its burst) must not make a
-    /// failing key a busy loop.
-    pub(crate) fn push_backoff(&self, key: K, trigger: Trigger) {
-        self.queue.add_rate_limited_marked(
-            key,
-            Triggers::from(trigger).bits(),
-            super::Action::MIN_REQUEUE_DELAY,
-        );
+    /// with backoff) at the priority it ran at, so a failing background key
+    /// does not crowd out fresh changes; at least
+    /// [`Action::MIN_REQUEUE_DELAY`]: a limiter that answers zero (a token
+    /// bucket within its burst) must not make a failing key a busy loop.
+    pub(crate) fn push_backoff(&self, key: K, trigger: Trigger, priority: Priority) {
+        let floor = super::Action::MIN_REQUEUE_DELAY;
+        let marks = Triggers::from(trigger).bits();
+        self.queue
+            .enqueue(key, When::Backoff { floor }, priority, marks);
     }
 }
 

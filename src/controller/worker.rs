@@ -17,7 +17,7 @@ use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
 };
 use crate::informer::Store;
-use crate::queue::{Handed, Worked};
+use crate::queue::{Handed, Priority, Worked};
 use crate::source::Object;
 
 /// Keys a worker takes at once from a backlog, while its reconciles are
@@ -154,12 +154,12 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 queue.done_and_take(&mut held.finished, last_end, max, spare, &mut held.run);
                 quick = true;
             }
-            let ((key, marks), started) = match held.run.pop_front() {
+            let (handed, started) = match held.run.pop_front() {
                 Some(handed) => {
                     queue.started(&handed, last_end);
-                    ((handed.key, handed.marks), last_end)
+                    (handed, last_end)
                 }
-                None => match AssertUnwindSafe(queue.get_marked()).catch_unwind().await {
+                None => match AssertUnwindSafe(queue.get_handed()).catch_unwind().await {
                     Ok(Some(taken)) => (taken, Instant::now()),
                     Ok(None) => return,
                     Err(panic) => {
@@ -168,14 +168,12 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     }
                 },
             };
-            let triggers = Triggers::from_bits(marks);
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
             let processed = AssertUnwindSafe(self.process(
-                &key,
-                triggers,
+                &handed,
                 (&stop, &token),
                 &caches,
                 &mut held,
@@ -185,9 +183,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             let (ended, waited) = match processed.await {
                 Ok(done) => done,
                 Err(panic) => {
-                    tracing::error!(controller = %self.name, key = ?key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
+                    tracing::error!(controller = %self.name, key = ?handed.key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        self.retry(&key);
+                        self.retry(&handed.key, handed.priority);
                     }));
                     // Whether it waited (and perhaps timed out) is unknown:
                     // assume it did.
@@ -197,7 +195,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             ReconcileToken::recycle(&mut token);
             let took = ended.saturating_duration_since(started);
             quick &= !waited && took < QUICK;
-            held.finished.push((key, took));
+            held.finished.push((handed.key, took));
             last_end = ended;
             // A slow reconcile that did not wait held the rest of its run:
             // release it now, for free workers to take.
@@ -211,14 +209,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// whether the reconcile waited.
     async fn process(
         &self,
-        key: &O::Key,
-        triggers: Triggers,
+        handed: &Handed<O::Key>,
         (stop, token): (&CancellationToken, &Arc<ReconcileToken>),
         caches: &Arc<Caches>,
         held: &mut Held<'_, O::Key>,
         started: Instant,
     ) -> (Instant, bool) {
         let queue = &self.sink.queue;
+        let key = &handed.key;
+        let triggers = Triggers::from_bits(handed.marks);
         let attempt = queue.retries(key).saturating_add(1);
         // After a failure, whatever queued this run (the retry timer, or a
         // change that came first), it is also a retry; after a backoff
@@ -251,7 +250,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             .await;
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
-        let outcome = span.in_scope(|| self.settle(key, attempt, ran, took));
+        let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
         report.finish(outcome, took);
         (ended, waited)
     }
@@ -307,8 +306,16 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     /// Acts on the outcome: forget or back off, requeue, log.
-    fn settle(&self, key: &O::Key, attempt: u32, ran: Ran<R::Error>, took: Duration) -> Outcome {
+    /// A retry or requeue keeps the priority the key ran at.
+    fn settle(
+        &self,
+        handed: &Handed<O::Key>,
+        attempt: u32,
+        ran: Ran<R::Error>,
+        took: Duration,
+    ) -> Outcome {
         let queue = &self.sink.queue;
+        let (key, priority) = (&handed.key, handed.priority);
         // A first attempt has no failures on record: nothing to forget (see
         // `RateLimiter::retries`), and a hash-map removal saved per reconcile.
         let forget = |key| {
@@ -323,14 +330,16 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 Outcome::Success
             }
             Ran::Returned(Ok(Action::Requeue)) => {
-                self.sink.push_backoff(key.clone(), Trigger::Requeue);
+                self.sink
+                    .push_backoff(key.clone(), Trigger::Requeue, priority);
                 tracing::debug!(?took, "reconciled, requeue with backoff requested");
                 Outcome::Requeue
             }
             Ran::Returned(Ok(Action::RequeueAfter(delay))) => {
                 forget(key);
                 let delay = delay.max(Action::MIN_REQUEUE_DELAY);
-                self.sink.push_after(key.clone(), Trigger::Requeue, delay);
+                self.sink
+                    .push_after(key.clone(), Trigger::Requeue, delay, priority);
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
                 Outcome::RequeueAfter
             }
@@ -341,18 +350,18 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                     Outcome::TerminalError
                 }
                 ErrorPolicy::Retry => {
-                    self.retry(key);
+                    self.retry(key, priority);
                     tracing::warn!(%error, "reconcile failed, retrying with backoff");
                     Outcome::Error
                 }
             },
             Ran::Panicked(message) => {
-                self.retry(key);
+                self.retry(key, priority);
                 tracing::error!(panic = %message, "reconcile panicked, retrying with backoff");
                 Outcome::Panic
             }
             Ran::TimedOut => {
-                self.retry(key);
+                self.retry(key, priority);
                 tracing::warn!(timeout = ?self.timeout, "reconcile timed out, retrying with backoff");
                 Outcome::Timeout
             }
@@ -363,8 +372,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         }
     }
 
-    fn retry(&self, key: &O::Key) {
-        self.sink.push_backoff(key.clone(), Trigger::Retry);
+    fn retry(&self, key: &O::Key, priority: Priority) {
+        self.sink
+            .push_backoff(key.clone(), Trigger::Retry, priority);
     }
 
     /// Re-enqueues every cached primary key each (jittered) period.

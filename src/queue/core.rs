@@ -125,12 +125,13 @@ impl Slot {
         self.has(SCHEDULED).then_some(Timer {
             seq: self.seq,
             deadline: self.at,
+            priority: self.priority,
             marks: self.marks,
         })
     }
 
     fn set_timer(&mut self, t: Timer) {
-        self.set(SCHEDULED, t.deadline, t.seq, Priority::NORMAL, t.marks);
+        self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.marks);
     }
 
     fn take_timer(&mut self) -> Option<Timer> {
@@ -188,6 +189,7 @@ struct Queued {
 struct Timer {
     seq: u64,
     deadline: Stamp,
+    priority: Priority,
     marks: Marks,
 }
 
@@ -363,13 +365,12 @@ impl<K: QueueKey> Core<K> {
                         return Added::Deduplicated;
                     }
                     // Running again right after `done` is sooner than any
-                    // timer (taken first: a timer and dirty share fields).
-                    // A timer fires at normal priority: a background add
-                    // must not demote it.
-                    if slot.take_timer().is_some() {
+                    // timer (taken first: a timer and dirty share fields),
+                    // at the higher of the two priorities.
+                    if let Some(timer) = slot.take_timer() {
                         self.scheduled -= 1;
                         self.stale_timers += 1;
-                        priority = priority.max(Priority::NORMAL);
+                        priority = priority.max(timer.priority);
                     }
                     slot.mark_dirty(priority, now(), marks);
                     return Added::Dirty;
@@ -385,14 +386,14 @@ impl<K: QueueKey> Core<K> {
                         (queued.since, queued.marks | marks, Added::Deduplicated)
                     }
                     None => {
-                        // Only a timer: ready now is sooner. A timer fires at
-                        // normal priority, so a background add must not
-                        // demote it.
-                        slot.take_timer();
+                        // Only a timer: ready now is sooner, at the higher
+                        // of the two priorities.
+                        if let Some(timer) = slot.take_timer() {
+                            priority = priority.max(timer.priority);
+                        }
                         self.scheduled -= 1;
                         self.stale_timers += 1;
                         self.ready += 1;
-                        priority = priority.max(Priority::NORMAL);
                         (now(), marks, Added::Queued)
                     }
                 };
@@ -410,12 +411,14 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    /// Schedules `key` at `deadline` with `marks`, which count only if this
-    /// timer is the one that makes the key ready.
+    /// Schedules `key` at `deadline` to become ready at `priority`, with
+    /// `marks`, which count only if this timer is the one that makes the key
+    /// ready. A timer already due sooner stays, at the higher priority.
     pub(crate) fn add_after(
         &mut self,
         key: K,
         deadline: Stamp,
+        priority: Priority,
         marks: Marks,
         now: Stamp,
     ) -> Scheduled {
@@ -423,7 +426,7 @@ impl<K: QueueKey> Core<K> {
             return Scheduled::Rejected;
         }
         if deadline <= now {
-            return Scheduled::Now(self.add(key, Priority::NORMAL, marks, || now));
+            return Scheduled::Now(self.add(key, priority, marks, || now));
         }
         self.next_seq += 1;
         let seq = self.next_seq;
@@ -434,14 +437,24 @@ impl<K: QueueKey> Core<K> {
         if slot.has(READY | DIRTY) {
             return Scheduled::Deduplicated;
         }
-        match slot.timer() {
-            Some(timer) if timer.deadline <= deadline => return Scheduled::Deduplicated,
-            Some(_) => self.stale_timers += 1,
-            None => self.scheduled += 1,
-        }
+        let priority = match slot.timer() {
+            Some(timer) if timer.deadline <= deadline => {
+                slot.priority = timer.priority.max(priority);
+                return Scheduled::Deduplicated;
+            }
+            Some(timer) => {
+                self.stale_timers += 1;
+                timer.priority.max(priority)
+            }
+            None => {
+                self.scheduled += 1;
+                priority
+            }
+        };
         slot.set_timer(Timer {
             seq,
             deadline,
+            priority,
             marks,
         });
         let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
@@ -559,10 +572,10 @@ impl<K: QueueKey> Core<K> {
             marks |= dirty.marks;
             since = since.min(dirty.since);
         }
-        if slot.take_timer().is_some() {
+        if let Some(timer) = slot.take_timer() {
             self.scheduled -= 1;
             self.stale_timers += 1;
-            priority = priority.max(Priority::NORMAL);
+            priority = priority.max(timer.priority);
         }
         self.next_seq += 1;
         let seq = self.next_seq;
@@ -715,18 +728,18 @@ impl<K: QueueKey> Core<K> {
             self.scheduled -= 1;
             fired += 1;
             if slot.has(IN_FLIGHT) {
-                slot.mark_dirty(Priority::NORMAL, deadline, timer.marks);
+                slot.mark_dirty(timer.priority, deadline, timer.marks);
                 continue;
             }
             self.next_seq += 1;
             let seq = self.next_seq;
             slot.set_queued(Queued {
                 seq,
-                priority: Priority::NORMAL,
+                priority: timer.priority,
                 since: deadline,
                 marks: timer.marks,
             });
-            push_ready(&mut self.levels, Priority::NORMAL, seq, deadline, key);
+            push_ready(&mut self.levels, timer.priority, seq, deadline, key);
             self.ready += 1;
         }
         if fired > 0 && shrink::is_sparse(self.timers.len(), self.timers.capacity()) {

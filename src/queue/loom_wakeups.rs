@@ -249,7 +249,7 @@ impl Queue {
         })
     }
 
-    /// `add_marked` and `after_add`.
+    /// `enqueue(When::Now)` and `after_add`.
     fn add(&self, key: u8) {
         let added = lock(&self.core).add(key, Priority::NORMAL, 0, || self.ready.now());
         if added == Added::Queued {
@@ -257,10 +257,10 @@ impl Queue {
         }
     }
 
-    /// `add_after_marked` and `after_schedule`.
+    /// `enqueue(When::After)` and `after_schedule`.
     fn add_after(&self, key: u8, delay: Duration) {
         let now = self.ready.now();
-        let scheduled = lock(&self.core).add_after(key, now.after(delay), 0, now);
+        let scheduled = lock(&self.core).add_after(key, now.after(delay), Priority::NORMAL, 0, now);
         if matches!(
             scheduled,
             Scheduled::Now(Added::Queued) | Scheduled::Timer { earliest: true }
@@ -301,7 +301,7 @@ impl Queue {
         }
     }
 
-    /// `get_marked`: the fast path, then `wait_next`.
+    /// `get_handed`: the fast path, then `wait_next`.
     fn get(&self) -> Option<u8> {
         match self.take_next(false) {
             Taken::Key(key) => return Some(key),

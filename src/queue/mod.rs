@@ -69,6 +69,18 @@ pub use self::builder::WorkQueueBuilder;
 pub use self::observer::{InFlightKey, QueueObserver, QueueStats};
 pub use self::priority::Priority;
 
+/// When an [`enqueue`](WorkQueue::enqueue)d key becomes ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum When {
+    /// At once.
+    Now,
+    /// After this long (zero is at once).
+    After(Duration),
+    /// After the rate limiter's delay for the key, at least `floor`,
+    /// recording one more failure; a key already pending stays as it is.
+    Backoff { floor: Duration },
+}
+
 /// How long a retry waits when its rate limiter panicked: long enough not
 /// to spin, short enough that the key is soon retried.
 const LIMITER_PANIC_DELAY: Duration = Duration::from_secs(1);
@@ -163,14 +175,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        self.add_marked(key, priority, 0);
-    }
-
-    /// [`add_prioritized`](Self::add_prioritized), attaching `marks` to the
-    /// key's next hand-out.
-    pub(crate) fn add_marked(&self, key: K, priority: Priority, marks: Marks) {
-        let (added, _) = self.with_core(|core| core.add(key, priority, marks, || self.now()));
-        self.after_add(added);
+        self.enqueue(key, When::Now, priority, 0);
     }
 
     /// Adds `key` after `delay`. If the key is already due sooner (ready,
@@ -178,10 +183,31 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the earlier deadline wins. A zero delay is an immediate
     /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
     pub fn add_after(&self, key: K, delay: Duration) {
-        self.add_after_marked(key, delay, 0);
+        self.enqueue(key, When::After(delay), Priority::NORMAL, 0);
     }
 
-    /// Adds each `(key, priority, marks)` as [`add_marked`](Self::add_marked)
+    /// The one way into the queue: `key` becomes ready `when` says, at
+    /// `priority` (or the higher priority it is pending at), with `marks`
+    /// for its next hand-out (merged into its pending state; a timer's count
+    /// only if that timer makes the key ready).
+    pub(crate) fn enqueue(&self, key: K, when: When, priority: Priority, marks: Marks) {
+        match when {
+            When::Now => {
+                let (added, _) =
+                    self.with_core(|core| core.add(key, priority, marks, || self.now()));
+                self.after_add(added);
+            }
+            When::After(delay) => {
+                let now = self.now();
+                let (scheduled, _) = self
+                    .with_core(|core| core.add_after(key, now.after(delay), priority, marks, now));
+                self.after_schedule(scheduled);
+            }
+            When::Backoff { floor } => self.enqueue_backoff(key, floor, priority, marks),
+        }
+    }
+
+    /// Adds each `(key, priority, marks)` as [`enqueue`](Self::enqueue) now
     /// would, under one lock: for handlers that gather a run of events. The
     /// iterator runs under the lock: it must not call user code.
     pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = (K, Priority, Marks)>) {
@@ -208,15 +234,6 @@ impl<K: QueueKey> WorkQueue<K> {
         }
     }
 
-    /// [`add_after`](Self::add_after), with `marks` that count only if this
-    /// timer is what makes the key ready.
-    pub(crate) fn add_after_marked(&self, key: K, delay: Duration, marks: Marks) {
-        let now = self.now();
-        let (scheduled, _) =
-            self.with_core(|core| core.add_after(key, now.after(delay), marks, now));
-        self.after_schedule(scheduled);
-    }
-
     /// Adds `key` after the delay its rate limiter gives, recording one more
     /// failure for it.
     ///
@@ -230,13 +247,19 @@ impl<K: QueueKey> WorkQueue<K> {
     /// [`forget`](Self::forget) and [`retries`](Self::retries), which then
     /// does as if none were on record.)
     pub fn add_rate_limited(&self, key: K) {
-        self.add_rate_limited_marked(key, 0, Duration::ZERO);
+        self.enqueue(
+            key,
+            When::Backoff {
+                floor: Duration::ZERO,
+            },
+            Priority::NORMAL,
+            0,
+        );
     }
 
-    /// [`add_rate_limited`](Self::add_rate_limited); `marks` go to the key's
-    /// pending state when it has one.
-    /// The delay is at least `floor`.
-    pub(crate) fn add_rate_limited_marked(&self, key: K, marks: Marks, floor: Duration) {
+    /// [`When::Backoff`]: after the rate limiter's delay, at least `floor`;
+    /// a pending key only gets `marks` (see [`add_rate_limited`](Self::add_rate_limited)).
+    fn enqueue_backoff(&self, key: K, floor: Duration, priority: Priority, marks: Marks) {
         let now = self.now();
         let (scheduled, _) = self.with_core(|core| {
             if core.is_shut_down() || core.mark_pending(&key, marks) {
@@ -247,7 +270,10 @@ impl<K: QueueKey> WorkQueue<K> {
                 None => (LIMITER_PANIC_DELAY, Some(key.clone())),
             };
             let delay = delay.max(floor);
-            Some((core.add_after(key, now.after(delay), marks, now), panicked))
+            Some((
+                core.add_after(key, now.after(delay), priority, marks, now),
+                panicked,
+            ))
         });
         if let Some((scheduled, panicked)) = scheduled {
             if let Some(key) = panicked {
@@ -303,16 +329,17 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Cancel safe: a key is taken from the queue only in the poll that
     /// returns it, so dropping the future loses no key.
     pub async fn get(&self) -> Option<K> {
-        self.get_marked().await.map(|(key, _)| key)
+        self.get_handed().await.map(|handed| handed.key)
     }
 
-    /// [`get`](Self::get), with the marks the key's adds attached.
-    pub(crate) async fn get_marked(&self) -> Option<(K, Marks)> {
+    /// [`get`](Self::get), with the marks the key's adds attached and the
+    /// priority it was queued at.
+    pub(crate) async fn get_handed(&self) -> Option<Handed<K>> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
             Taken::Key(handed, waited) => {
                 self.report(|o| o.queued_for(waited));
-                return Some((handed.key, handed.marks));
+                return Some(handed);
             }
             Taken::ShutDown => return None,
             Taken::Empty(_) => {}
@@ -320,7 +347,7 @@ impl<K: QueueKey> WorkQueue<K> {
         self.wait_next().await
     }
 
-    async fn wait_next(&self) -> Option<(K, Marks)> {
+    async fn wait_next(&self) -> Option<Handed<K>> {
         loop {
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
@@ -330,7 +357,7 @@ impl<K: QueueKey> WorkQueue<K> {
             let wake_at = match self.take_next(true) {
                 Taken::Key(handed, waited) => {
                     self.report(|o| o.queued_for(waited));
-                    return Some((handed.key, handed.marks));
+                    return Some(handed);
                 }
                 Taken::ShutDown => return None,
                 Taken::Empty(wake_at) => wake_at,

@@ -24,7 +24,7 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     let t0 = Stamp::default();
     for round in 0..10_000u32 {
         // A long timer superseded by an immediate add leaves a stale heap entry.
-        core.add_after(1u8, t0.after(HOUR), 0, t0);
+        core.add_after(1u8, t0.after(HOUR), Priority::NORMAL, 0, t0);
         core.add(1, Priority::NORMAL, 0, || t0);
         assert_eq!(take(&mut core, t0), Some(1), "round {round}");
         core.done(&1, t0).expect("in flight");
@@ -40,7 +40,13 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
 fn burst(core: &mut Core<u32>, n: u32, timed: bool, t0: Stamp) {
     for key in 0..n {
         if timed {
-            core.add_after(key, t0.after(Duration::from_millis(1)), 0, t0);
+            core.add_after(
+                key,
+                t0.after(Duration::from_millis(1)),
+                Priority::NORMAL,
+                0,
+                t0,
+            );
         } else {
             core.add(key, Priority::NORMAL, 0, || t0);
         }
@@ -109,7 +115,7 @@ fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     assert_eq!(take(&mut core, t0), Some(7));
     let due = t0.after(Duration::from_secs(1));
     assert_eq!(
-        core.add_after(7, due, 0, t0),
+        core.add_after(7, due, Priority::NORMAL, 0, t0),
         Scheduled::Timer { earliest: true }
     );
     assert!(matches!(
@@ -177,12 +183,12 @@ fn a_timers_marks_count_only_when_it_fires() {
     let t0 = Stamp::default();
     let due = t0.after(Duration::from_secs(1));
     // Fired: its marks come with the key.
-    core.add_after(1u8, due, 0b001, t0);
+    core.add_after(1u8, due, Priority::NORMAL, 0b001, t0);
     assert_eq!(take_marked(&mut core, due), Some((1, 0b001)));
     core.done(&1, due).expect("in flight");
     // Cancelled by an add that makes the key ready sooner: its marks go too.
     let later = due.after(Duration::from_secs(1));
-    core.add_after(1, later, 0b001, due);
+    core.add_after(1, later, Priority::NORMAL, 0b001, due);
     core.add(1, Priority::NORMAL, 0b010, || due);
     assert_eq!(take_marked(&mut core, due), Some((1, 0b010)));
     core.done(&1, due).expect("in flight");
@@ -190,7 +196,7 @@ fn a_timers_marks_count_only_when_it_fires() {
     core.add(1, Priority::NORMAL, 0, || later);
     assert_eq!(take_marked(&mut core, later), Some((1, 0)));
     let soon = later.after(Duration::from_secs(1));
-    core.add_after(1, soon, 0b100, later);
+    core.add_after(1, soon, Priority::NORMAL, 0b100, later);
     assert_eq!(take_marked(&mut core, soon), None);
     assert!(core.done(&1, soon).expect("in flight").requeued);
     assert_eq!(take_marked(&mut core, soon), Some((1, 0b100)));
@@ -211,7 +217,7 @@ fn marking_a_pending_key_reaches_its_next_run() {
     assert_eq!(take_marked(&mut core, t0), Some((1, 0b100)));
     core.done(&1, t0).expect("in flight");
     let due = t0.after(Duration::from_secs(1));
-    core.add_after(1, due, 0, t0);
+    core.add_after(1, due, Priority::NORMAL, 0, t0);
     assert!(core.mark_pending(&1, 0b1000), "scheduled");
     assert_eq!(take_marked(&mut core, due), Some((1, 0b1000)));
 }
@@ -249,7 +255,7 @@ fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
     let t0 = Stamp::default();
     core.add(1u8, Priority::LOW, 0b01, || t0);
     let (handed, _) = take_next(&mut core, t0);
-    core.add_after(1, t0.after(HOUR), 0b100, t0);
+    core.add_after(1, t0.after(HOUR), Priority::NORMAL, 0b100, t0);
     assert_eq!(core.scheduled_len(), 1);
     assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.scheduled_len(), 0, "ready now is sooner");
@@ -300,7 +306,7 @@ fn adding_to_a_shut_down_core_is_rejected() {
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8, i8, Marks),
-    AddAfter(u8, u64, Marks),
+    AddAfter(u8, u64, i8, Marks),
     MarkPending(u8, Marks),
     Get,
     Done(usize),
@@ -312,7 +318,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..12u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Add(k, p, m)),
-        2 => (0..12u8, 0..50u64, mark()).prop_map(|(k, d, m)| Op::AddAfter(k, d, m)),
+        2 => (0..12u8, 0..50u64, -1..=1i8, mark()).prop_map(|(k, d, p, m)| Op::AddAfter(k, d, p, m)),
         1 => (0..12u8, mark()).prop_map(|(k, m)| Op::MarkPending(k, m)),
         4 => Just(Op::Get),
         3 => (0..8usize).prop_map(Op::Done),
@@ -345,8 +351,8 @@ struct Ready {
 #[derive(Default)]
 struct Model {
     ready: Vec<Ready>,
-    /// Deadline, order, marks.
-    timers: HashMap<u8, (u64, i64, Marks)>,
+    /// Deadline, order, marks, priority.
+    timers: HashMap<u8, (u64, i64, Marks, Priority)>,
     /// Since when each key in flight had been ready.
     in_flight: HashMap<u8, u64>,
     /// Priority, the first add while in flight, marks.
@@ -385,8 +391,8 @@ impl Model {
             marks |= more;
             since = since.min(first);
         }
-        if self.timers.remove(&key).is_some() {
-            priority = priority.max(Priority::NORMAL);
+        if let Some(timer) = self.timers.remove(&key) {
+            priority = priority.max(timer.3);
         }
         self.front -= 1;
         let order = self.front;
@@ -406,19 +412,18 @@ impl Model {
         }
         // A cancelled timer's marks go with it.
         if self.in_flight.contains_key(&key) {
-            // The dirty run replaces a timer: no demotion either.
-            let priority = if self.timers.remove(&key).is_some() {
-                priority.max(Priority::NORMAL)
-            } else {
-                priority
+            // The dirty run replaces a timer, at the higher priority.
+            let priority = match self.timers.remove(&key) {
+                Some(timer) => priority.max(timer.3),
+                None => priority,
             };
             let dirty = self.dirty.entry(key).or_insert((priority, now, 0));
             dirty.0 = dirty.0.max(priority);
             dirty.2 |= marks;
             return;
         }
-        // A timer fires at normal priority: replacing it never demotes.
-        let had_timer = self.timers.remove(&key).is_some();
+        // Replacing a timer never demotes the key below the timer's priority.
+        let timer = self.timers.remove(&key);
         let order = self.stamp();
         if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
             entry.marks |= marks;
@@ -429,10 +434,9 @@ impl Model {
             }
             return;
         }
-        let priority = if had_timer {
-            priority.max(Priority::NORMAL)
-        } else {
-            priority
+        let priority = match timer {
+            Some(timer) => priority.max(timer.3),
+            None => priority,
         };
         self.ready.push(Ready {
             key,
@@ -443,21 +447,23 @@ impl Model {
         });
     }
 
-    fn add_after(&mut self, key: u8, at: u64, now: u64, marks: Marks) {
+    fn add_after(&mut self, key: u8, at: u64, now: u64, priority: Priority, marks: Marks) {
         if self.shut_down {
             return;
         }
         if at <= now {
-            return self.add(key, Priority::NORMAL, marks, now);
+            return self.add(key, priority, marks, now);
         }
         if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.key == key) {
             return;
         }
         let stamp = self.stamp();
-        match self.timers.get(&key) {
-            Some(&(deadline, _, _)) if deadline <= at => {}
-            _ => {
-                self.timers.insert(key, (at, stamp, marks));
+        match self.timers.get_mut(&key) {
+            // Due sooner already: it stays, at the higher priority.
+            Some(timer) if timer.0 <= at => timer.3 = timer.3.max(priority),
+            Some(timer) => *timer = (at, stamp, marks, timer.3.max(priority)),
+            None => {
+                self.timers.insert(key, (at, stamp, marks, priority));
             }
         }
     }
@@ -480,13 +486,13 @@ impl Model {
         let mut due: Vec<_> = self
             .timers
             .iter()
-            .filter(|(_, (at, _, _))| *at <= now)
-            .map(|(k, (at, stamp, marks))| (*at, *stamp, *k, *marks))
+            .filter(|(_, (at, _, _, _))| *at <= now)
+            .map(|(k, (at, stamp, marks, priority))| (*at, *stamp, *k, *marks, *priority))
             .collect();
         due.sort_unstable();
-        for (at, _, key, marks) in due {
+        for (at, _, key, marks, priority) in due {
             self.timers.remove(&key);
-            self.add(key, Priority::NORMAL, marks, at);
+            self.add(key, priority, marks, at);
         }
     }
 
@@ -573,9 +579,9 @@ proptest! {
                     core.add(key, Priority::new(p), marks, || ms(now));
                     model.add(key, Priority::new(p), marks, now);
                 }
-                Op::AddAfter(key, delay, marks) => {
-                    core.add_after(key, ms(now + delay), marks, ms(now));
-                    model.add_after(key, now + delay, now, marks);
+                Op::AddAfter(key, delay, p, marks) => {
+                    core.add_after(key, ms(now + delay), Priority::new(p), marks, ms(now));
+                    model.add_after(key, now + delay, now, Priority::new(p), marks);
                 }
                 Op::MarkPending(key, marks) => {
                     let pending = core.mark_pending(&key, marks);
@@ -707,15 +713,15 @@ mod runs {
     #[tokio::test(start_paused = true)]
     async fn keys_given_back_are_ready_again_with_their_marks_and_priority() {
         let queue = WorkQueue::new();
-        queue.add_marked(1u32, crate::Priority::LOW, 0b01);
-        queue.add_marked(2u32, crate::Priority::HIGH, 0b10);
+        queue.enqueue(1u32, crate::queue::When::Now, crate::Priority::LOW, 0b01);
+        queue.enqueue(2u32, crate::queue::When::Now, crate::Priority::HIGH, 0b10);
         let mut done = Vec::new();
         let mut run = VecDeque::new();
         queue.done_and_take(&mut done, Instant::now(), 2, 0, &mut run);
         assert_eq!(run.len(), 2);
         let waiting = tokio::spawn({
             let queue = queue.clone();
-            async move { queue.get_marked().await }
+            async move { queue.get_handed().await.map(|h| (h.key, h.marks)) }
         });
         tokio::task::yield_now().await;
         queue.release(&mut Vec::new(), &mut run);
@@ -725,7 +731,10 @@ mod runs {
             .expect("task")
             .expect("open");
         assert_eq!(first, (2, 0b10), "the high-priority key first");
-        assert_eq!(queue.get_marked().await, Some((1, 0b01)));
+        assert_eq!(
+            queue.get_handed().await.map(|h| (h.key, h.marks)),
+            Some((1, 0b01))
+        );
     }
 
     #[tokio::test(start_paused = true)]
