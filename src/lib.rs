@@ -34,9 +34,9 @@ pub mod controller;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 mod informer;
+mod key;
 pub mod manager;
 mod queue;
-pub mod rate_limit;
 mod source;
 mod sync;
 pub mod testing;
@@ -48,9 +48,10 @@ pub use async_trait::async_trait;
 pub use informer::{
     Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,
 };
+pub use key::QueueKey;
 pub use queue::{
-    DoneError, InFlightKey, Priority, QueueKey, QueueObserver, QueueStats, WorkQueue,
-    WorkQueueBuilder,
+    DoneError, InFlightKey, Priority, QueueObserver, QueueStats, WorkQueue, WorkQueueBuilder,
+    rate_limit,
 };
 /// The token every `run` takes to stop (tokio-util's), re-exported.
 pub use tokio_util::sync::CancellationToken;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::observer::NoopObserver;
+use super::rate_limit::{RateLimiter, default_rate_limiter};
 use super::{QueueKey, QueueObserver, Shared, WorkQueue};
-use crate::rate_limit::{RateLimiter, default_rate_limiter};
 use crate::sync::Mutex;
 
 /// Configures a [`WorkQueue`]; start from [`WorkQueue::builder`].

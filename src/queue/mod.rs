@@ -41,6 +41,7 @@ mod loom_tests;
 mod loom_wakeups;
 mod observer;
 mod priority;
+pub mod rate_limit;
 mod runs;
 mod shrink;
 mod stamp;
@@ -48,7 +49,6 @@ mod stamp;
 mod tests;
 
 use std::fmt;
-use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,9 +60,10 @@ use tokio::time::Instant;
 pub(crate) use self::core::Handed;
 pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
+use self::rate_limit::RateLimiter;
 pub(crate) use self::runs::Worked;
 use self::stamp::{Epoch, Stamp};
-use crate::rate_limit::RateLimiter;
+pub(crate) use crate::key::QueueKey;
 use crate::sync::{Mutex, lock};
 
 pub use self::builder::WorkQueueBuilder;
@@ -84,14 +85,6 @@ pub(crate) enum When {
 /// How long a retry waits when its rate limiter panicked: long enough not
 /// to spin, short enough that the key is soon retried.
 const LIMITER_PANIC_DELAY: Duration = Duration::from_secs(1);
-
-/// What a queue key must be: cheap to clone, hashable, printable, shareable.
-///
-/// Implemented for every type with those bounds (`String`, `Arc<str>`,
-/// tuples, [`ObjectKey`](crate)-like structs …).
-pub trait QueueKey: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static {}
-
-impl<T: Eq + Hash + Clone + fmt::Debug + Send + Sync + 'static> QueueKey for T {}
 
 /// [`WorkQueue::done`] was called for a key no worker holds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,6 +23,8 @@ use std::fmt::{self, Debug, Display};
 use std::hash::Hash;
 
 use async_trait::async_trait;
+
+use crate::key::QueueKey;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
@@ -132,7 +134,7 @@ impl From<u64> for Revision {
 pub trait Object: Clone + Send + Sync + 'static {
     /// The identity of an object: two objects with the same key are two
     /// states of the same thing.
-    type Key: Eq + Hash + Clone + Debug + Send + Sync + 'static;
+    type Key: QueueKey;
 
     /// This object's key.
     fn key(&self) -> Self::Key;

@@ -34,7 +34,7 @@ use dashmap::DashMap;
 use foldhash::fast::RandomState;
 use tokio::time::Instant;
 
-use crate::QueueKey;
+use super::QueueKey;
 
 /// Decides how long a retried key waits before its next attempt.
 ///
