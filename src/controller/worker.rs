@@ -1,7 +1,7 @@
 //! A worker: take a key, read the current object, reconcile, act on the
 //! outcome, `done`. Panics and timeouts are caught here.
 
-use std::collections::VecDeque;
+use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
 };
 use crate::informer::Store;
-use crate::queue::{Handed, Priority, Worked};
+use crate::queue::{Batch, Handed, Priority};
 use crate::source::Object;
 
 /// Keys a worker takes at once from a backlog, while its reconciles are
@@ -84,25 +84,48 @@ impl Drop for Report<'_> {
     }
 }
 
-/// What a worker holds of the queue between two takes: the keys of its run
-/// not started yet, and the keys processed but not yet `done`. Dropping it
-/// (the worker's task aborted) releases them, so no key stays in flight.
-struct Held<'a, K: crate::QueueKey> {
-    queue: &'a crate::WorkQueue<K>,
-    run: VecDeque<Handed<K>>,
-    finished: Vec<Worked<K>>,
+/// How a worker paces its trips to the queue: runs of keys while
+/// reconciles are quick, one key at a time once one is slow.
+struct Pace {
+    quick: bool,
+    /// The clock reading that ended the last reconcile: it starts the next.
+    last_end: Instant,
+    /// Ready keys a run leaves for the other workers.
+    spare: usize,
 }
 
-impl<K: crate::QueueKey> Held<'_, K> {
-    /// Ends the processed keys and hands the unstarted ones back.
-    fn release(&mut self) {
-        self.queue.release(&mut self.finished, &mut self.run);
+impl Pace {
+    fn new(workers: usize) -> Self {
+        Self {
+            quick: true,
+            last_end: Instant::now(),
+            spare: workers.saturating_sub(1),
+        }
     }
-}
 
-impl<K: crate::QueueKey> Drop for Held<'_, K> {
-    fn drop(&mut self) {
-        self.release();
+    /// How many keys the next run may take.
+    fn run(&self) -> usize {
+        if self.quick { RUN } else { 1 }
+    }
+
+    /// `key`, started at `started`, ended at `ended`. A slow reconcile
+    /// that did not wait held the rest of its run: released now, for free
+    /// workers to take.
+    fn finished<K: crate::QueueKey>(
+        &mut self,
+        batch: &mut Batch<'_, K>,
+        key: K,
+        started: Instant,
+        ended: Instant,
+        waited: bool,
+    ) {
+        let took = ended.saturating_duration_since(started);
+        self.quick &= !waited && took < QUICK;
+        batch.finish(key, took);
+        self.last_end = ended;
+        if !self.quick && batch.has_unstarted() {
+            batch.release();
+        }
     }
 }
 
@@ -116,6 +139,12 @@ enum Ran<E> {
 
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Processes keys until the queue shuts down.
+    ///
+    /// Keys come in batches (see `queue::Batch`): from a backlog, while
+    /// reconciles are quick, up to `RUN` keys under one lock, ended together
+    /// when the next run is taken; no run leaves another worker without a
+    /// ready key (`spare`), and a reconcile that waits, or turns out slow,
+    /// hands the rest back. A slow controller takes one key at a time.
     pub(super) async fn run(self: Arc<Self>, hard_stop: CancellationToken) {
         // The worker's own token (a child of the shared hard stop, so that
         // watching it locks no shared node), and each reconcile's child of
@@ -123,86 +152,65 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let stop = Arc::new(hard_stop.child_token());
         let mut token = Arc::new(ReconcileToken::new(Arc::clone(&stop)));
         let caches = Arc::new(Caches::clone(&self.caches));
-        let queue = &self.sink.queue;
-        // Keys are taken in runs: from a backlog, while reconciles are quick,
-        // up to `RUN` keys at once (each in flight for this worker), and
-        // the keys of a run are `done` together when the next run is taken.
-        // So a fast controller takes one queue lock per run, not two per key;
-        // a slow one takes one key at a time, no run leaves another worker
-        // without a ready key (see `done_and_take`'s `spare`), and a
-        // reconcile that waits, or turns out slow, releases the rest.
-        let mut held = Held {
-            queue,
-            run: VecDeque::new(),
-            finished: Vec::new(),
-        };
-        let spare = self.workers.saturating_sub(1);
-        let mut quick = true;
-        // The clock reading that ended the last reconcile: it starts the next.
-        let mut last_end = Instant::now();
+        let mut batch = self.sink.queue.batch();
+        let mut pace = Pace::new(self.workers);
         loop {
             // Reconciles that finish without waiting never yield to tokio:
             // spend the task's budget so a backlog cannot monopolise a thread.
             tokio::task::consume_budget().await;
-            // No new reconcile starts once the queue is shut down: the rest
-            // of a run is dropped unprocessed.
-            if !held.run.is_empty() && queue.is_closed() {
-                held.release();
-            }
-            if held.run.is_empty() && !held.finished.is_empty() {
-                let max = if quick { RUN } else { 1 };
-                queue.done_and_take(&mut held.finished, last_end, max, spare, &mut held.run);
-                quick = true;
-            }
-            let (handed, started) = match held.run.pop_front() {
-                Some(handed) => {
-                    queue.started(&handed, last_end);
-                    (handed, last_end)
-                }
-                None => match AssertUnwindSafe(queue.get_handed()).catch_unwind().await {
-                    Ok(Some(taken)) => (taken, Instant::now()),
-                    Ok(None) => return,
-                    Err(panic) => {
-                        tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
-                        continue;
-                    }
-                },
+            let Some((handed, started)) = self.take(&mut batch, &mut pace).await else {
+                return;
             };
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let processed = AssertUnwindSafe(self.process(
-                &handed,
-                (&stop, &token),
-                &caches,
-                &mut held,
-                started,
-            ))
-            .catch_unwind();
-            let (ended, waited) = match processed.await {
+            let tokens = (&*stop, &token);
+            let processed =
+                AssertUnwindSafe(self.process(&handed, tokens, &caches, &mut batch, started));
+            let (ended, waited) = match processed.catch_unwind().await {
                 Ok(done) => done,
-                Err(panic) => {
-                    tracing::error!(controller = %self.name, key = ?handed.key, panic = %panic_message(&*panic), "handling a reconcile's outcome panicked, retrying the key");
-                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        self.retry(&handed.key, handed.priority);
-                    }));
-                    // Whether it waited (and perhaps timed out) is unknown:
-                    // assume it did.
-                    (Instant::now(), true)
-                }
+                Err(panic) => self.recover(&handed, &*panic),
             };
             ReconcileToken::recycle(&mut token);
-            let took = ended.saturating_duration_since(started);
-            quick &= !waited && took < QUICK;
-            held.finished.push((handed.key, took));
-            last_end = ended;
-            // A slow reconcile that did not wait held the rest of its run:
-            // release it now, for free workers to take.
-            if !quick && !held.run.is_empty() {
-                held.release();
+            pace.finished(&mut batch, handed.key, started, ended, waited);
+        }
+    }
+
+    /// The next key and when its processing starts: from the batch, or
+    /// waiting on the queue; `None` once the queue is shut down.
+    async fn take(
+        &self,
+        batch: &mut Batch<'_, O::Key>,
+        pace: &mut Pace,
+    ) -> Option<(Handed<O::Key>, Instant)> {
+        loop {
+            let max = pace.run();
+            // Ending the run and taking the next starts afresh, quick.
+            pace.quick |= batch.will_refill();
+            if let Some(handed) = batch.next(pace.last_end, max, pace.spare) {
+                return Some((handed, pace.last_end));
+            }
+            match AssertUnwindSafe(self.sink.queue.get_handed())
+                .catch_unwind()
+                .await
+            {
+                Ok(taken) => return taken.map(|handed| (handed, Instant::now())),
+                Err(panic) => {
+                    tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");
+                }
             }
         }
+    }
+
+    /// After handling a reconcile's outcome panicked: retries the key and
+    /// says it ended now, having waited (perhaps timed out: unknown).
+    fn recover(&self, handed: &Handed<O::Key>, panic: &(dyn Any + Send)) -> (Instant, bool) {
+        tracing::error!(controller = %self.name, key = ?handed.key, panic = %panic_message(panic), "handling a reconcile's outcome panicked, retrying the key");
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.retry(&handed.key, handed.priority);
+        }));
+        (Instant::now(), true)
     }
 
     /// Reconciles `key` (taken at `started`); returns when it ended and
@@ -212,7 +220,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         handed: &Handed<O::Key>,
         (stop, token): (&CancellationToken, &Arc<ReconcileToken>),
         caches: &Arc<Caches>,
-        held: &mut Held<'_, O::Key>,
+        batch: &mut Batch<'_, O::Key>,
         started: Instant,
     ) -> (Instant, bool) {
         let queue = &self.sink.queue;
@@ -245,7 +253,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         );
         let mut report = Report::start(&*self.observer, started);
         let (ran, waited) = self
-            .call(ctx, (stop, token), held)
+            .call(ctx, (stop, token), batch)
             .instrument(span.clone())
             .await;
         let ended = Instant::now();
@@ -264,7 +272,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         &self,
         ctx: Context<O>,
         (stop, token): (&CancellationToken, &ReconcileToken),
-        held: &mut Held<'_, O::Key>,
+        batch: &mut Batch<'_, O::Key>,
     ) -> (Ran<R::Error>, bool) {
         if stop.is_cancelled() {
             return (Ran::Cancelled, false);
@@ -283,7 +291,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         if let std::task::Poll::Ready(ran) = futures::poll!(reconcile.as_mut()) {
             return (finished(ran), false);
         }
-        held.release();
+        batch.release();
         let deadline = self
             .timeout
             .and_then(|limit| Instant::now().checked_add(limit));

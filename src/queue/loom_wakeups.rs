@@ -34,7 +34,7 @@
 //!   documented contract, modelled above; their code is tokio's to check.
 //! - The observer and the rate limiter: they wake no one (the limiter only
 //!   picks an `add_after` delay).
-//! - Priorities, marks and runs (`done_and_take`, `release` in `runs.rs`):
+//! - Priorities, marks and runs (`Batch::refill`, `Batch::release` in `batch.rs`):
 //!   the core decides them under its lock (`loom_tests.rs` and the
 //!   proptests cover that), and their wake-ups are those modelled here: a
 //!   `notify_one` per key made ready (less those the worker takes itself),

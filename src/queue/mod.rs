@@ -32,6 +32,7 @@
 //! file's register-look-sleep and notify steps, the wake-up protocol
 //! (`loom_wakeups.rs`): a change to that order here must be made there too.
 
+mod batch;
 mod builder;
 mod core;
 mod levels;
@@ -42,7 +43,6 @@ mod loom_wakeups;
 mod observer;
 mod priority;
 pub mod rate_limit;
-mod runs;
 mod shrink;
 mod stamp;
 #[cfg(all(test, not(tend_loom)))]
@@ -57,11 +57,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub(crate) use self::batch::Batch;
 pub(crate) use self::core::Handed;
 pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
 use self::rate_limit::RateLimiter;
-pub(crate) use self::runs::Worked;
 use self::stamp::{Epoch, Stamp};
 pub(crate) use crate::key::QueueKey;
 use crate::sync::{Mutex, lock};

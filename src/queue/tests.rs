@@ -652,7 +652,6 @@ proptest! {
 }
 
 mod runs {
-    use std::collections::VecDeque;
     use std::time::Duration;
 
     use tokio::time::{Instant, timeout};
@@ -668,17 +667,21 @@ mod runs {
             queue.add(key);
         }
         let first = queue.get().await.expect("open");
-        let mut done = vec![(first, Duration::ZERO)];
-        let mut run = VecDeque::new();
-        queue.done_and_take(&mut done, Instant::now(), 4, 3, &mut run);
-        assert!(done.is_empty());
-        let keys: Vec<u32> = run.iter().map(|h| h.key).collect();
+        let mut batch = queue.batch();
+        batch.finish(first, Duration::ZERO);
+        batch.refill(Instant::now(), 4, 3);
+        let keys: Vec<u32> = batch.unstarted().map(|h| h.key).collect();
         assert_eq!(keys, [1, 2, 3, 4], "in order, up to max");
         assert_eq!(queue.len(), 5);
-        let mut done: Vec<_> = run.drain(..).map(|h| (h.key, Duration::ZERO)).collect();
+        while let Some(handed) = batch.next(Instant::now(), 16, 3) {
+            batch.finish(handed.key, Duration::ZERO);
+            if !batch.has_unstarted() {
+                break;
+            }
+        }
         // Five ready, three spare: two more at most, whatever `max`.
-        queue.done_and_take(&mut done, Instant::now(), 16, 3, &mut run);
-        assert_eq!(run.len(), 2);
+        batch.refill(Instant::now(), 16, 3);
+        assert_eq!(batch.unstarted().count(), 2);
         assert_eq!(queue.len(), 3);
         assert_eq!(queue.stats().in_flight, 2, "the first run is done");
     }
@@ -688,7 +691,6 @@ mod runs {
         let queue = WorkQueue::new();
         queue.add("x");
         queue.add("y");
-        let mut run = VecDeque::new();
         let x = queue.get().await.expect("open");
         let y = queue.get().await.expect("open");
         // Both change while held: both run again.
@@ -699,15 +701,18 @@ mod runs {
             async move { queue.get().await }
         });
         tokio::task::yield_now().await;
-        let mut done = vec![(x, Duration::ZERO), (y, Duration::ZERO)];
-        queue.done_and_take(&mut done, Instant::now(), 1, 0, &mut run);
-        assert_eq!(run.len(), 1, "one key for this worker");
+        let mut batch = queue.batch();
+        batch.finish(x, Duration::ZERO);
+        batch.finish(y, Duration::ZERO);
+        batch.refill(Instant::now(), 1, 0);
+        let taken: Vec<_> = batch.unstarted().map(|h| h.key).collect();
+        assert_eq!(taken.len(), 1, "one key for this worker");
         let other = timeout(LIMIT, waiting)
             .await
             .expect("the waiting worker was not woken for the other key")
             .expect("task")
             .expect("open");
-        assert_ne!(other, run[0].key);
+        assert_ne!(other, taken[0]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -715,16 +720,15 @@ mod runs {
         let queue = WorkQueue::new();
         queue.enqueue(1u32, crate::queue::When::Now, crate::Priority::LOW, 0b01);
         queue.enqueue(2u32, crate::queue::When::Now, crate::Priority::HIGH, 0b10);
-        let mut done = Vec::new();
-        let mut run = VecDeque::new();
-        queue.done_and_take(&mut done, Instant::now(), 2, 0, &mut run);
-        assert_eq!(run.len(), 2);
+        let mut batch = queue.batch();
+        batch.refill(Instant::now(), 2, 0);
+        assert_eq!(batch.unstarted().count(), 2);
         let waiting = tokio::spawn({
             let queue = queue.clone();
             async move { queue.get_handed().await.map(|h| (h.key, h.marks)) }
         });
         tokio::task::yield_now().await;
-        queue.release(&mut Vec::new(), &mut run);
+        batch.release();
         let first = timeout(LIMIT, waiting)
             .await
             .expect("no worker was woken for the keys given back")
@@ -741,15 +745,14 @@ mod runs {
     async fn giving_back_the_last_keys_in_flight_ends_a_drain() {
         let queue = WorkQueue::new();
         queue.add(1u32);
-        let mut done = Vec::new();
-        let mut run = VecDeque::new();
-        queue.done_and_take(&mut done, Instant::now(), 1, 0, &mut run);
+        let mut batch = queue.batch();
+        batch.refill(Instant::now(), 1, 0);
         let drain = tokio::spawn({
             let queue = queue.clone();
             async move { queue.shutdown_with_drain().await }
         });
         tokio::task::yield_now().await;
-        queue.release(&mut Vec::new(), &mut run);
+        batch.release();
         timeout(LIMIT, drain)
             .await
             .expect("the drain did not end")
@@ -758,16 +761,34 @@ mod runs {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn dropping_a_batch_hands_its_keys_back() {
+        let queue = WorkQueue::new();
+        for key in 0..3u32 {
+            queue.add(key);
+        }
+        let first = {
+            let mut batch = queue.batch();
+            batch.refill(Instant::now(), 3, 0);
+            let first = batch.next(Instant::now(), 3, 0).expect("a key");
+            batch.finish(first.key, Duration::ZERO);
+            first.key
+        };
+        let stats = queue.stats();
+        assert_eq!((stats.in_flight, stats.ready), (0, 2), "{stats:?}");
+        assert_eq!(first, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn keys_given_back_keep_their_order_ahead_of_later_ones() {
         let queue = WorkQueue::new();
         for key in 0..5u32 {
             queue.add(key);
         }
-        let mut run = VecDeque::new();
-        queue.done_and_take(&mut Vec::new(), Instant::now(), 3, 0, &mut run);
-        assert_eq!(run.len(), 3);
+        let mut batch = queue.batch();
+        batch.refill(Instant::now(), 3, 0);
+        assert_eq!(batch.unstarted().count(), 3);
         queue.add(5);
-        queue.release(&mut Vec::new(), &mut run);
+        batch.release();
         let mut order = Vec::new();
         while let Some(key) = timeout(LIMIT, queue.get()).await.ok().flatten() {
             order.push(key);
@@ -796,13 +817,12 @@ mod runs {
         for key in 0..3u32 {
             queue.add(key);
         }
-        let mut run = VecDeque::new();
-        queue.done_and_take(&mut Vec::new(), Instant::now(), 3, 0, &mut run);
-        assert_eq!(run.len(), 3);
-        let first = run.pop_front().expect("taken");
-        queue.started(&first, Instant::now());
-        // The first waits; the two others go back and are taken again.
-        queue.release(&mut Vec::new(), &mut run);
+        let mut batch = queue.batch();
+        batch.refill(Instant::now(), 3, 0);
+        assert_eq!(batch.unstarted().count(), 3);
+        // The first starts; the two others go back and are taken again.
+        let _first = batch.next(Instant::now(), 3, 0).expect("taken");
+        batch.release();
         for _ in 0..2 {
             timeout(LIMIT, queue.get())
                 .await
