@@ -17,21 +17,27 @@
 //!   that lands on it and handed out with the key (the controller's "why did
 //!   this run"). A timer's marks count only if it fires: an add that makes
 //!   the key ready sooner cancels the timer and its marks with it.
-//! - `levels` and `timers` may hold stale entries (a key re-prioritised, a
-//!   timer superseded); an entry is live iff its `seq` equals the one in the
-//!   key's slot. Stale entries are counted and compacted when they outnumber
-//!   live ones, so memory stays bounded by live keys.
+//! - `levels` and `timers` (in `Lanes`) may hold stale entries (a key
+//!   re-prioritised, a timer superseded); an entry is live iff its `seq`
+//!   equals the one in the key's slot. Stale entries are counted and
+//!   compacted when they outnumber live ones, so memory stays bounded by
+//!   live keys.
+//!
+//! Each change of a key's state is one function of `Lanes` (`lanes.rs`:
+//! make ready, cancel a timer, schedule, fire, start, end) over its `Slot`
+//! (`slot.rs`); the functions here decide which transitions an operation
+//! makes.
 
-use std::cmp::Ordering;
-use std::collections::binary_heap::PeekMut;
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
-use super::levels::{Levels, ReadyEntry};
+use super::lanes::{Lanes, Place, Ready};
+use super::levels::ReadyEntry;
 use super::shrink;
+use super::slot::{DIRTY, IN_FLIGHT, Queued, READY, SCHEDULED, Slot};
 use super::stamp::Stamp;
 use super::{Priority, QueueKey};
 
@@ -44,14 +50,7 @@ const COMPACT_FLOOR: usize = 64;
 
 pub(crate) struct Core<K> {
     slots: HashMap<K, Slot, RandomState>,
-    levels: Levels<K>,
-    timers: BinaryHeap<TimerEntry<K>>,
-    next_seq: u64,
-    ready: usize,
-    scheduled: usize,
-    in_flight: usize,
-    stale_ready: usize,
-    stale_timers: usize,
+    lanes: Lanes<K>,
     max_wait: Duration,
     aged_turn: bool,
     shut_down: bool,
@@ -63,168 +62,6 @@ pub(crate) struct Core<K> {
     timer_watchers: usize,
     dropped: u64,
 }
-
-/// A key's state, packed: the map holds one per key, so its size is the
-/// queue's memory per key and what a lookup pulls into cache. Ready,
-/// scheduled and dirty exclude one another, so they share `at`, `seq`,
-/// `priority` and `marks`; in flight goes with none, a timer, or dirty.
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    /// Ready: since when; scheduled: the deadline; dirty: the first add.
-    at: Stamp,
-    /// The live ready or timer entry's sequence number.
-    seq: u64,
-    /// In flight: since when.
-    started: Stamp,
-    state: u8,
-    priority: Priority,
-    marks: Marks,
-}
-
-const READY: u8 = 1;
-const SCHEDULED: u8 = 2;
-const IN_FLIGHT: u8 = 4;
-const DIRTY: u8 = 8;
-
-impl Slot {
-    fn is_empty(&self) -> bool {
-        self.state == 0
-    }
-
-    fn has(&self, state: u8) -> bool {
-        self.state & state != 0
-    }
-
-    /// Sets the shared fields for `state` (one of the exclusive three).
-    fn set(&mut self, state: u8, at: Stamp, seq: u64, priority: Priority, marks: Marks) {
-        debug_assert!(!self.has((READY | SCHEDULED | DIRTY) & !state));
-        self.state |= state;
-        (self.at, self.seq, self.priority, self.marks) = (at, seq, priority, marks);
-    }
-
-    fn queued(&self) -> Option<Queued> {
-        self.has(READY).then_some(Queued {
-            seq: self.seq,
-            priority: self.priority,
-            since: self.at,
-            marks: self.marks,
-        })
-    }
-
-    fn set_queued(&mut self, q: Queued) {
-        self.set(READY, q.since, q.seq, q.priority, q.marks);
-    }
-
-    fn take_queued(&mut self) -> Option<Queued> {
-        let queued = self.queued();
-        self.state &= !READY;
-        queued
-    }
-
-    fn timer(&self) -> Option<Timer> {
-        self.has(SCHEDULED).then_some(Timer {
-            seq: self.seq,
-            deadline: self.at,
-            priority: self.priority,
-            marks: self.marks,
-        })
-    }
-
-    fn set_timer(&mut self, t: Timer) {
-        self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.marks);
-    }
-
-    fn take_timer(&mut self) -> Option<Timer> {
-        let timer = self.timer();
-        self.state &= !SCHEDULED;
-        timer
-    }
-
-    /// When its processing started, if the key is in flight.
-    fn started(&self) -> Option<Stamp> {
-        self.has(IN_FLIGHT).then_some(self.started)
-    }
-
-    fn start(&mut self, now: Stamp) {
-        self.state |= IN_FLIGHT;
-        self.started = now;
-    }
-
-    fn dirty(&self) -> Option<Dirty> {
-        self.has(DIRTY).then_some(Dirty {
-            priority: self.priority,
-            since: self.at,
-            marks: self.marks,
-        })
-    }
-
-    fn take_dirty(&mut self) -> Option<Dirty> {
-        let dirty = self.dirty();
-        self.state &= !DIRTY;
-        dirty
-    }
-
-    /// Marks an in-flight key dirty (first add at `now`), or adds to its
-    /// dirty state.
-    fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
-        match self.dirty() {
-            Some(dirty) => {
-                self.priority = dirty.priority.max(priority);
-                self.marks |= marks;
-            }
-            None => self.set(DIRTY, now, 0, priority, marks),
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Queued {
-    seq: u64,
-    priority: Priority,
-    since: Stamp,
-    marks: Marks,
-}
-
-#[derive(Clone, Copy)]
-struct Timer {
-    seq: u64,
-    deadline: Stamp,
-    priority: Priority,
-    marks: Marks,
-}
-
-/// What an in-flight key is queued again with when its worker is done.
-#[derive(Clone, Copy)]
-struct Dirty {
-    priority: Priority,
-    /// The first add during processing.
-    since: Stamp,
-    marks: Marks,
-}
-
-struct TimerEntry<K> {
-    deadline: Stamp,
-    seq: u64,
-    key: K,
-}
-
-// Reversed so that `BinaryHeap` (a max-heap) pops the earliest deadline first.
-impl<K> Ord for TimerEntry<K> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
-    }
-}
-impl<K> PartialOrd for TimerEntry<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<K> PartialEq for TimerEntry<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.seq == other.seq
-    }
-}
-impl<K> Eq for TimerEntry<K> {}
 
 /// What an immediate add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,14 +147,7 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
             slots: HashMap::default(),
-            levels: Levels::new(),
-            timers: BinaryHeap::new(),
-            next_seq: 0,
-            ready: 0,
-            scheduled: 0,
-            in_flight: 0,
-            stale_ready: 0,
-            stale_timers: 0,
+            lanes: Lanes::new(),
             max_wait,
             aged_turn: false,
             shut_down: false,
@@ -327,88 +157,54 @@ impl<K: QueueKey> Core<K> {
         }
     }
 
-    /// `now` is read only when the add is not a no-op, so that a storm of
+    /// Makes `key` ready at `priority`: a key already ready stays once (at
+    /// the higher priority, keeping its age), one in flight is marked dirty,
+    /// a timer is cancelled (now is sooner; the higher priority wins). `now`
+    /// is read only when the add is not a no-op, so that a storm of
     /// duplicate adds does not pay for the clock.
     pub(crate) fn add(
         &mut self,
         key: K,
-        mut priority: Priority,
+        priority: Priority,
         marks: Marks,
         now: impl FnOnce() -> Stamp,
     ) -> Added {
         if self.shut_down {
             return Added::Rejected;
         }
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        match self.slots.entry(key) {
+        let added = match self.slots.entry(key) {
             Entry::Vacant(entry) => {
                 let key = entry.key().clone();
-                let now = now();
-                let mut slot = Slot::default();
-                slot.set_queued(Queued {
-                    seq,
+                let slot = entry.insert(Slot::default());
+                let ready = Ready {
                     priority,
-                    since: now,
+                    since: now(),
                     marks,
-                });
-                entry.insert(slot);
-                self.ready += 1;
-                push_ready(&mut self.levels, priority, seq, now, key);
+                };
+                self.lanes.make_ready(slot, key, ready, Place::Back);
                 Added::Queued
             }
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
                 if slot.has(IN_FLIGHT) {
-                    if slot.has(DIRTY) {
-                        slot.mark_dirty(priority, Stamp::default(), marks);
-                        return Added::Deduplicated;
-                    }
-                    // Running again right after `done` is sooner than any
-                    // timer (taken first: a timer and dirty share fields),
-                    // at the higher of the two priorities.
-                    if let Some(timer) = slot.take_timer() {
-                        self.scheduled -= 1;
-                        self.stale_timers += 1;
-                        priority = priority.max(timer.priority);
-                    }
-                    slot.mark_dirty(priority, now(), marks);
-                    return Added::Dirty;
+                    return add_in_flight(&mut self.lanes, slot, priority, marks, now);
                 }
-                let (since, marks, added) = match slot.queued() {
-                    Some(queued) if queued.priority >= priority => {
-                        slot.marks |= marks;
-                        return Added::Deduplicated;
-                    }
-                    // Raised priority: move to the new level, keeping its age.
-                    Some(queued) => {
-                        self.stale_ready += 1;
-                        (queued.since, queued.marks | marks, Added::Deduplicated)
-                    }
-                    None => {
-                        // Only a timer: ready now is sooner, at the higher
-                        // of the two priorities.
-                        if let Some(timer) = slot.take_timer() {
-                            priority = priority.max(timer.priority);
-                        }
-                        self.scheduled -= 1;
-                        self.stale_timers += 1;
-                        self.ready += 1;
-                        (now(), marks, Added::Queued)
-                    }
+                let Some(ready) = pending_ready(&mut self.lanes, slot, priority, marks, now) else {
+                    return Added::Deduplicated;
                 };
-                slot.set_queued(Queued {
-                    seq,
-                    priority,
-                    since,
-                    marks,
-                });
+                let added = if slot.has(READY) {
+                    Added::Deduplicated
+                } else {
+                    Added::Queued
+                };
                 let key = entry.key().clone();
-                push_ready(&mut self.levels, priority, seq, since, key);
-                self.compact_if_needed();
+                self.lanes
+                    .make_ready(entry.get_mut(), key, ready, Place::Back);
                 added
             }
-        }
+        };
+        self.compact_if_needed();
+        added
     }
 
     /// Schedules `key` at `deadline` to become ready at `priority`, with
@@ -428,8 +224,6 @@ impl<K: QueueKey> Core<K> {
         if deadline <= now {
             return Scheduled::Now(self.add(key, priority, marks, || now));
         }
-        self.next_seq += 1;
-        let seq = self.next_seq;
         let (key, slot) = match self.slots.entry(key) {
             Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
             Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
@@ -437,28 +231,16 @@ impl<K: QueueKey> Core<K> {
         if slot.has(READY | DIRTY) {
             return Scheduled::Deduplicated;
         }
-        let priority = match slot.timer() {
-            Some(timer) if timer.deadline <= deadline => {
-                slot.priority = timer.priority.max(priority);
-                return Scheduled::Deduplicated;
-            }
-            Some(timer) => {
-                self.stale_timers += 1;
-                timer.priority.max(priority)
-            }
-            None => {
-                self.scheduled += 1;
-                priority
-            }
-        };
-        slot.set_timer(Timer {
-            seq,
-            deadline,
+        if let Some(timer) = slot.timer().filter(|t| t.deadline <= deadline) {
+            slot.priority = timer.priority.max(priority);
+            return Scheduled::Deduplicated;
+        }
+        let ready = Ready {
             priority,
+            since: deadline,
             marks,
-        });
-        let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
-        self.timers.push(TimerEntry { deadline, seq, key });
+        };
+        let earliest = self.lanes.schedule(slot, key, deadline, ready);
         self.compact_if_needed();
         Scheduled::Timer { earliest }
     }
@@ -485,7 +267,7 @@ impl<K: QueueKey> Core<K> {
         let fired = self.fire_timers(now);
         let Some((key, queued)) = self.pop_ready(now) else {
             return Next::Empty {
-                wake_at: self.timers.peek().map(|t| t.deadline),
+                wake_at: self.lanes.timers.peek().map(|t| t.deadline),
                 fired,
             };
         };
@@ -504,8 +286,7 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn done(&mut self, key: &K, now: Stamp) -> Result<Finished, NotInFlight> {
         let slot = self.slots.get_mut(key).ok_or(NotInFlight)?;
         let started = slot.started().ok_or(NotInFlight)?;
-        slot.state &= !IN_FLIGHT;
-        self.in_flight -= 1;
+        self.lanes.end(slot);
         let worked = now.saturating_duration_since(started);
         let Some(dirty) = slot.take_dirty() else {
             if slot.is_empty() {
@@ -519,22 +300,12 @@ impl<K: QueueKey> Core<K> {
         };
         // A dirty key is not queued (adds only marked it dirty) and has no
         // timer (marking it dirty cancelled that, and later timers dedup).
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        slot.set_queued(Queued {
-            seq,
+        let ready = Ready {
             priority: dirty.priority,
             since: dirty.since,
             marks: dirty.marks,
-        });
-        push_ready(
-            &mut self.levels,
-            dirty.priority,
-            seq,
-            dirty.since,
-            key.clone(),
-        );
-        self.ready += 1;
+        };
+        self.lanes.make_ready(slot, key.clone(), ready, Place::Back);
         Ok(Finished {
             worked,
             requeued: true,
@@ -548,18 +319,14 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn restore(&mut self, handed: Handed<K>) -> Restored {
         let Handed {
             key,
-            mut priority,
-            mut marks,
-            mut since,
+            priority,
+            marks,
+            since,
         } = handed;
-        let Some(slot) = self.slots.get_mut(&key) else {
+        let Some(slot) = self.slots.get_mut(&key).filter(|s| s.has(IN_FLIGHT)) else {
             return Restored::NotInFlight;
         };
-        if !slot.has(IN_FLIGHT) {
-            return Restored::NotInFlight;
-        }
-        slot.state &= !IN_FLIGHT;
-        self.in_flight -= 1;
+        self.lanes.end(slot);
         if self.shut_down {
             // Shutdown kept only the in-flight mark; nothing else is pending.
             self.slots.remove(&key);
@@ -567,27 +334,20 @@ impl<K: QueueKey> Core<K> {
             self.dropped += 1;
             return Restored::Dropped;
         }
-        if let Some(dirty) = slot.take_dirty() {
-            priority = priority.max(dirty.priority);
-            marks |= dirty.marks;
-            since = since.min(dirty.since);
-        }
-        if let Some(timer) = slot.take_timer() {
-            self.scheduled -= 1;
-            self.stale_timers += 1;
-            priority = priority.max(timer.priority);
-        }
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        slot.set_queued(Queued {
-            seq,
+        let mut ready = Ready {
             priority,
             since,
             marks,
-        });
-        self.levels
-            .push_front(priority, ReadyEntry { seq, since, key });
-        self.ready += 1;
+        };
+        if let Some(dirty) = slot.take_dirty() {
+            ready.priority = ready.priority.max(dirty.priority);
+            ready.marks |= dirty.marks;
+            ready.since = ready.since.min(dirty.since);
+        }
+        if let Some(timer) = self.lanes.cancel_timer(slot) {
+            ready.priority = ready.priority.max(timer.priority);
+        }
+        self.lanes.make_ready(slot, key, ready, Place::Front);
         Restored::Ready
     }
 
@@ -606,15 +366,8 @@ impl<K: QueueKey> Core<K> {
             dirty += usize::from(slot.take_dirty().is_some());
             slot.has(IN_FLIGHT)
         });
-        let dropped = (self.ready + self.scheduled + dirty) as u64;
-        self.levels.clear();
-        self.timers.clear();
-        (
-            self.ready,
-            self.scheduled,
-            self.stale_ready,
-            self.stale_timers,
-        ) = (0, 0, 0, 0);
+        let (ready, scheduled) = self.lanes.clear();
+        let dropped = (ready + scheduled + dirty) as u64;
         self.dropped += dropped;
         dropped
     }
@@ -625,7 +378,7 @@ impl<K: QueueKey> Core<K> {
 
     /// Shut down with nothing in flight: every drain is over.
     pub(crate) fn is_idle_after_shutdown(&self) -> bool {
-        self.shut_down && self.in_flight == 0
+        self.shut_down && self.lanes.in_flight == 0
     }
 
     /// A drain is over when nothing is in flight, or a later shutdown cut it short.
@@ -642,7 +395,7 @@ impl<K: QueueKey> Core<K> {
     /// A drain begun at `epoch` is over when nothing is in flight, or a later
     /// explicit shutdown cut it short.
     pub(crate) fn is_drained(&self, epoch: u64) -> bool {
-        self.in_flight == 0 || self.drain_cuts != epoch
+        self.lanes.in_flight == 0 || self.drain_cuts != epoch
     }
 
     /// A worker starts sleeping until the earliest timer.
@@ -657,19 +410,19 @@ impl<K: QueueKey> Core<K> {
 
     /// Whether timers are pending with no worker sleeping until them.
     pub(crate) fn timers_unwatched(&self) -> bool {
-        self.scheduled > 0 && self.timer_watchers == 0
+        self.lanes.scheduled > 0 && self.timer_watchers == 0
     }
 
     pub(crate) fn ready_len(&self) -> usize {
-        self.ready
+        self.lanes.ready
     }
 
     pub(crate) fn scheduled_len(&self) -> usize {
-        self.scheduled
+        self.lanes.scheduled
     }
 
     pub(crate) fn in_flight_len(&self) -> usize {
-        self.in_flight
+        self.lanes.in_flight
     }
 
     pub(crate) fn dropped(&self) -> u64 {
@@ -687,7 +440,7 @@ impl<K: QueueKey> Core<K> {
     /// Heap entries, live or stale (for tests of compaction).
     #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn timer_entries(&self) -> usize {
-        self.timers.len()
+        self.lanes.timers.len()
     }
 
     /// Memory held by the key map, the ready levels and the timer heap, in
@@ -696,54 +449,47 @@ impl<K: QueueKey> Core<K> {
     pub(crate) fn capacities(&self) -> (usize, usize, usize) {
         (
             self.slots.capacity(),
-            self.levels.capacity(),
-            self.timers.capacity(),
+            self.lanes.levels.capacity(),
+            self.lanes.timers.capacity(),
         )
     }
 
     /// Ready entries, live or stale (for tests of compaction).
     #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn ready_entries(&self) -> usize {
-        self.levels.entries()
+        self.lanes.levels.entries()
     }
 
     /// Moves every due timer's key to ready (or marks it dirty when it is in
     /// flight); returns how many fired.
     fn fire_timers(&mut self, now: Stamp) -> usize {
         let mut fired = 0;
-        while let Some(top) = self.timers.peek_mut() {
-            if top.deadline > now {
-                break;
-            }
-            let TimerEntry { deadline, seq, key } = PeekMut::pop(top);
-            let Some(slot) = self.slots.get_mut(&key) else {
-                self.stale_timers -= 1;
+        while let Some(entry) = self.lanes.pop_due(now) {
+            let live = self
+                .slots
+                .get_mut(&entry.key)
+                .filter(|slot| slot.timer().is_some_and(|t| t.seq == entry.seq));
+            let Some(slot) = live else {
+                self.lanes.stale_timers -= 1;
                 continue;
             };
-            let Some(timer) = slot.timer().filter(|t| t.seq == seq) else {
-                self.stale_timers -= 1;
+            let Some(timer) = self.lanes.fire(slot) else {
                 continue;
             };
-            slot.take_timer();
-            self.scheduled -= 1;
             fired += 1;
             if slot.has(IN_FLIGHT) {
-                slot.mark_dirty(timer.priority, deadline, timer.marks);
+                slot.mark_dirty(timer.priority, entry.deadline, timer.marks);
                 continue;
             }
-            self.next_seq += 1;
-            let seq = self.next_seq;
-            slot.set_queued(Queued {
-                seq,
+            let ready = Ready {
                 priority: timer.priority,
-                since: deadline,
+                since: entry.deadline,
                 marks: timer.marks,
-            });
-            push_ready(&mut self.levels, timer.priority, seq, deadline, key);
-            self.ready += 1;
+            };
+            self.lanes.make_ready(slot, entry.key, ready, Place::Back);
         }
-        if fired > 0 && shrink::is_sparse(self.timers.len(), self.timers.capacity()) {
-            self.timers.shrink_to(shrink::target(self.timers.len()));
+        if fired > 0 {
+            self.lanes.shrink_timers_if_sparse();
         }
         fired
     }
@@ -756,31 +502,27 @@ impl<K: QueueKey> Core<K> {
     fn pop_ready(&mut self, now: Stamp) -> Option<(K, Queued)> {
         loop {
             let (at, several_levels) = self.choose_level(now)?;
-            let entry = self.levels.pop(at)?;
-            let Some(slot) = self.slots.get_mut(&entry.key) else {
-                self.stale_ready -= 1;
+            let entry = self.lanes.levels.pop(at)?;
+            let live = self
+                .slots
+                .get_mut(&entry.key)
+                .filter(|slot| slot.queued().is_some_and(|q| q.seq == entry.seq));
+            let Some(slot) = live else {
+                self.lanes.stale_ready -= 1;
                 continue;
             };
-            match slot.queued() {
-                Some(queued) if queued.seq == entry.seq => {
-                    slot.take_queued();
-                    slot.start(now);
-                    self.ready -= 1;
-                    self.in_flight += 1;
-                    if several_levels {
-                        self.aged_turn = !self.aged_turn;
-                    }
-                    return Some((entry.key, queued));
-                }
-                _ => self.stale_ready -= 1,
+            let queued = self.lanes.start(slot, now)?;
+            if several_levels {
+                self.aged_turn = !self.aged_turn;
             }
+            return Some((entry.key, queued));
         }
     }
 
     /// The level to pop from, and whether several levels had keys.
     fn choose_level(&mut self, now: Stamp) -> Option<(usize, bool)> {
         {
-            let mut fronts = self.levels.fronts();
+            let mut fronts = self.lanes.levels.fronts();
             let (highest, _) = fronts.next()?;
             if fronts.next().is_none() {
                 // One level: its stale entries are skipped as they are popped.
@@ -790,8 +532,9 @@ impl<K: QueueKey> Core<K> {
         // Several: a stale front must not count as a level with keys (it
         // would flip the aged turn) nor stand for its level's age.
         let slots = &self.slots;
-        self.stale_ready -= self.levels.drop_stale_fronts(|e| !is_live(slots, e));
-        let mut fronts = self.levels.fronts();
+        let lanes = &mut self.lanes;
+        lanes.stale_ready -= lanes.levels.drop_stale_fronts(|e| !is_live(slots, e));
+        let mut fronts = self.lanes.levels.fronts();
         let (highest, _) = fronts.next()?;
         let mut lower = fronts.peekable();
         if lower.peek().is_none() {
@@ -814,20 +557,19 @@ impl<K: QueueKey> Core<K> {
     }
 
     fn compact_if_needed(&mut self) {
-        if self.stale_timers > COMPACT_FLOOR && self.stale_timers > self.scheduled {
-            let slots = &self.slots;
-            self.timers.retain(|t| {
+        let (slots, lanes) = (&self.slots, &mut self.lanes);
+        if lanes.stale_timers > COMPACT_FLOOR && lanes.stale_timers > lanes.scheduled {
+            lanes.timers.retain(|t| {
                 slots
                     .get(&t.key)
                     .and_then(|s| s.timer())
                     .is_some_and(|timer| timer.seq == t.seq)
             });
-            self.stale_timers = 0;
+            lanes.stale_timers = 0;
         }
-        if self.stale_ready > COMPACT_FLOOR && self.stale_ready > self.ready {
-            let slots = &self.slots;
-            self.levels.retain(|e| is_live(slots, e));
-            self.stale_ready = 0;
+        if lanes.stale_ready > COMPACT_FLOOR && lanes.stale_ready > lanes.ready {
+            lanes.levels.retain(|e| is_live(slots, e));
+            lanes.stale_ready = 0;
         }
     }
 }
@@ -840,6 +582,54 @@ fn is_live<K: QueueKey>(slots: &HashMap<K, Slot, RandomState>, entry: &ReadyEntr
         .is_some_and(|q| q.seq == entry.seq)
 }
 
-fn push_ready<K>(levels: &mut Levels<K>, priority: Priority, seq: u64, since: Stamp, key: K) {
-    levels.push(priority, ReadyEntry { seq, since, key });
+/// An add for a key in flight: it runs again once its worker is done
+/// (dirty), which is sooner than any timer it had, at the higher priority.
+fn add_in_flight<K: Clone>(
+    lanes: &mut Lanes<K>,
+    slot: &mut Slot,
+    priority: Priority,
+    marks: Marks,
+    now: impl FnOnce() -> Stamp,
+) -> Added {
+    if slot.has(DIRTY) {
+        slot.mark_dirty(priority, Stamp::default(), marks);
+        return Added::Deduplicated;
+    }
+    // Taken first: a timer and dirty share fields.
+    let priority = lanes
+        .cancel_timer(slot)
+        .map_or(priority, |timer| timer.priority.max(priority));
+    slot.mark_dirty(priority, now(), marks);
+    Added::Dirty
+}
+
+/// An add for a key ready or scheduled: what it is made ready with, or
+/// `None` when it stays as it is (ready at a priority as high; the marks
+/// merged). A raised priority moves it to the new level, keeping its age; a
+/// timer is cancelled (now is sooner), the higher priority winning.
+fn pending_ready<K: Clone>(
+    lanes: &mut Lanes<K>,
+    slot: &mut Slot,
+    priority: Priority,
+    marks: Marks,
+    now: impl FnOnce() -> Stamp,
+) -> Option<Ready> {
+    match slot.queued() {
+        Some(queued) if queued.priority >= priority => {
+            slot.marks |= marks;
+            None
+        }
+        Some(queued) => Some(Ready {
+            priority,
+            since: queued.since,
+            marks: queued.marks | marks,
+        }),
+        None => Some(Ready {
+            priority: lanes
+                .cancel_timer(slot)
+                .map_or(priority, |timer| timer.priority.max(priority)),
+            since: now(),
+            marks,
+        }),
+    }
 }

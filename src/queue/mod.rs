@@ -35,6 +35,7 @@
 mod batch;
 mod builder;
 mod core;
+mod lanes;
 mod levels;
 #[cfg(all(test, tend_loom))]
 mod loom_tests;
@@ -44,6 +45,7 @@ mod observer;
 mod priority;
 pub mod rate_limit;
 mod shrink;
+mod slot;
 mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;

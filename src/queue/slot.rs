@@ -1,0 +1,145 @@
+//! A key's packed state in the queue core: ready, scheduled, in flight,
+//! dirty, and the transitions of one slot that need no other part of the
+//! core.
+
+use super::Priority;
+use super::core::Marks;
+use super::stamp::Stamp;
+
+/// A key's state, packed: the map holds one per key, so its size is the
+/// queue's memory per key and what a lookup pulls into cache. Ready,
+/// scheduled and dirty exclude one another, so they share `at`, `seq`,
+/// `priority` and `marks`; in flight goes with none, a timer, or dirty.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Slot {
+    /// Ready: since when; scheduled: the deadline; dirty: the first add.
+    pub(super) at: Stamp,
+    /// The live ready or timer entry's sequence number.
+    pub(super) seq: u64,
+    /// In flight: since when.
+    pub(super) started: Stamp,
+    pub(super) state: u8,
+    pub(super) priority: Priority,
+    pub(super) marks: Marks,
+}
+
+pub(super) const READY: u8 = 1;
+pub(super) const SCHEDULED: u8 = 2;
+pub(super) const IN_FLIGHT: u8 = 4;
+pub(super) const DIRTY: u8 = 8;
+
+impl Slot {
+    pub(super) fn is_empty(&self) -> bool {
+        self.state == 0
+    }
+
+    pub(super) fn has(&self, state: u8) -> bool {
+        self.state & state != 0
+    }
+
+    /// Sets the shared fields for `state` (one of the exclusive three).
+    pub(super) fn set(&mut self, state: u8, at: Stamp, seq: u64, priority: Priority, marks: Marks) {
+        debug_assert!(!self.has((READY | SCHEDULED | DIRTY) & !state));
+        self.state |= state;
+        (self.at, self.seq, self.priority, self.marks) = (at, seq, priority, marks);
+    }
+
+    pub(super) fn queued(&self) -> Option<Queued> {
+        self.has(READY).then_some(Queued {
+            seq: self.seq,
+            priority: self.priority,
+            since: self.at,
+            marks: self.marks,
+        })
+    }
+
+    pub(super) fn set_queued(&mut self, q: Queued) {
+        self.set(READY, q.since, q.seq, q.priority, q.marks);
+    }
+
+    pub(super) fn take_queued(&mut self) -> Option<Queued> {
+        let queued = self.queued();
+        self.state &= !READY;
+        queued
+    }
+
+    pub(super) fn timer(&self) -> Option<Timer> {
+        self.has(SCHEDULED).then_some(Timer {
+            seq: self.seq,
+            deadline: self.at,
+            priority: self.priority,
+            marks: self.marks,
+        })
+    }
+
+    pub(super) fn set_timer(&mut self, t: Timer) {
+        self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.marks);
+    }
+
+    pub(super) fn take_timer(&mut self) -> Option<Timer> {
+        let timer = self.timer();
+        self.state &= !SCHEDULED;
+        timer
+    }
+
+    /// When its processing started, if the key is in flight.
+    pub(super) fn started(&self) -> Option<Stamp> {
+        self.has(IN_FLIGHT).then_some(self.started)
+    }
+
+    pub(super) fn start(&mut self, now: Stamp) {
+        self.state |= IN_FLIGHT;
+        self.started = now;
+    }
+
+    pub(super) fn dirty(&self) -> Option<Dirty> {
+        self.has(DIRTY).then_some(Dirty {
+            priority: self.priority,
+            since: self.at,
+            marks: self.marks,
+        })
+    }
+
+    pub(super) fn take_dirty(&mut self) -> Option<Dirty> {
+        let dirty = self.dirty();
+        self.state &= !DIRTY;
+        dirty
+    }
+
+    /// Marks an in-flight key dirty (first add at `now`), or adds to its
+    /// dirty state.
+    pub(super) fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
+        match self.dirty() {
+            Some(dirty) => {
+                self.priority = dirty.priority.max(priority);
+                self.marks |= marks;
+            }
+            None => self.set(DIRTY, now, 0, priority, marks),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Queued {
+    pub(super) seq: u64,
+    pub(super) priority: Priority,
+    pub(super) since: Stamp,
+    pub(super) marks: Marks,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Timer {
+    pub(super) seq: u64,
+    pub(super) deadline: Stamp,
+    pub(super) priority: Priority,
+    pub(super) marks: Marks,
+}
+
+/// What an in-flight key is queued again with when its worker is done.
+#[derive(Clone, Copy)]
+pub(super) struct Dirty {
+    pub(super) priority: Priority,
+    /// The first add during processing.
+    pub(super) since: Stamp,
+    pub(super) marks: Marks,
+}
