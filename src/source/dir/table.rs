@@ -286,3 +286,61 @@ impl<O: Object> Table<O> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Item {
+        name: String,
+        version: Revision,
+    }
+    crate::impl_object!(Item, key: name: String, version: version);
+
+    fn file(name: &str, hash: u64) -> (PathBuf, Found<Item>) {
+        let item = Item {
+            name: name.to_owned(),
+            version: Revision::ZERO,
+        };
+        let fingerprint = Fingerprint { len: 1, hash };
+        let found = Found::File {
+            fingerprint,
+            decoded: Ok(item),
+        };
+        (PathBuf::from(format!("{name}.json")), found)
+    }
+
+    #[test]
+    fn a_cursor_older_than_the_history_expires_and_a_recent_one_reads_in_order() {
+        let mut table = Table::<Item>::new();
+        for n in 0..HISTORY as u64 + 10 {
+            table.apply(vec![file("a", n)]);
+        }
+        let last = table.revision();
+        assert_eq!(last.get(), HISTORY as u64 + 10);
+        assert!(
+            table
+                .changes_after(Revision::new(9))
+                .unwrap_err()
+                .is_expired()
+        );
+        let recent = table.changes_after(Revision::new(last.get() - 3)).unwrap();
+        let revisions: Vec<u64> = recent.iter().map(|c| c.revision().get()).collect();
+        assert_eq!(revisions, [last.get() - 2, last.get() - 1, last.get()]);
+        assert!(table.changes_after(last.next()).unwrap_err().is_expired());
+    }
+
+    #[test]
+    fn a_file_whose_key_changes_deletes_the_old_key() {
+        let mut table = Table::<Item>::new();
+        let (path, found) = file("a", 1);
+        table.apply(vec![(path.clone(), found)]);
+        let (_, renamed) = file("b", 2);
+        table.apply(vec![(path, renamed)]);
+        let changes = table.changes_after(Revision::ZERO).unwrap();
+        assert!(matches!(&changes[1], Change::Deleted { key, .. } if key == "a"));
+        assert!(matches!(&changes[2], Change::Applied(item) if item.name == "b"));
+        assert_eq!(table.objects(), 1);
+    }
+}
