@@ -26,6 +26,9 @@
 //!   controllers with shared informers, leader election, Prometheus metrics
 //!   and health endpoints (`/metrics`, `/healthz`, `/readyz` with the `http`
 //!   feature, on by default).
+//! - [`dir`] (feature `dir`): a source over a directory of JSON (or any
+//!   decodable) files, one object per file, watched with OS file
+//!   notifications: the desired state of a GitOps tool.
 //! - [`etcd`] (feature `etcd`): a source over a key prefix in etcd, writes
 //!   with optimistic concurrency and fencing, and leader election on an
 //!   etcd lease; [`testing::etcd`] starts a real etcd for tests.
@@ -56,6 +59,8 @@ pub use queue::{
 /// The token every `run` takes to stop (tokio-util's), re-exported.
 pub use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "dir")]
+pub use source::dir;
 pub use source::{
     BoxError, Change, Object, ObjectKey, Revision, Snapshot, Source, SourceError, WatchStream,
     memory, poll,

@@ -12,9 +12,12 @@
 //! Two backends ship with the crate: [`memory`] (an in-process store with
 //! revisions, optimistic concurrency, watch history, compaction and fault
 //! injection; the embedded default) and [`poll`] (for systems that can only
-//! be listed).
+//! be listed). With the `dir` feature, [`dir`] reads objects from the files
+//! of a directory and watches it with OS file notifications.
 //!
 
+#[cfg(feature = "dir")]
+pub mod dir;
 pub mod memory;
 pub mod poll;
 
