@@ -8,7 +8,9 @@
 //!   that only the informer is measured.
 //! - Before the timed runs (with `cargo bench` only), the heap bytes each
 //!   cached object costs beyond the object itself, counted by a counting
-//!   global allocator, against the same plain `HashMap`.
+//!   global allocator, against the same plain `HashMap`; and the same for a
+//!   whole controller (informer, queue, workers) once its initial sync has
+//!   drained.
 //!
 //! Run with `cargo bench --bench informer`. Under `cargo test --benches` the
 //! sizes are divided by 1,000 so that the suite stays fast.
@@ -265,10 +267,67 @@ fn report_overhead(n: usize) {
     println!("  with one index (100 values): {with_index} B");
 }
 
+/// Counts its reconciles; does nothing else.
+struct Counting(Arc<AtomicU64>);
+
+impl tend::controller::Reconciler<Small> for Counting {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        ctx: tend::controller::Context<Small>,
+    ) -> Result<tend::controller::Action, Self::Error> {
+        std::hint::black_box(ctx.object());
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(tend::controller::Action::Done)
+    }
+}
+
+/// Heap bytes per object beyond the object itself for a whole controller
+/// (informer, queue, workers) once its initial sync has drained: every key
+/// reconciled once and the queue empty again.
+fn report_controller_overhead(n: usize) {
+    let runtime = runtime();
+    let store = seeded_store(n);
+    let before = live_bytes();
+    let held = runtime.block_on(async {
+        let informer = Informer::builder(store.clone()).build().unwrap();
+        let count = Arc::new(AtomicU64::new(0));
+        let controller =
+            tend::controller::Controller::builder("bench", &informer, Counting(Arc::clone(&count)))
+                .build()
+                .unwrap();
+        let queue = controller.queue();
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let (informer, stop) = (informer.clone(), stop.clone());
+            async move { informer.run(stop).await }
+        });
+        let controlling = tokio::spawn(controller.run(stop.clone()));
+        while count.load(Ordering::Relaxed) < n as u64 || queue.stats().in_flight > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        (informer, queue, stop, running, controlling)
+    });
+    let whole = (live_bytes() - before) / n as isize;
+    let object = (2 * size_of::<usize>() + size_of::<Small>()) as isize;
+    println!(
+        "heap per object beyond the object ({object} B), n = {n}, whole controller after its initial sync: {} B",
+        whole - object
+    );
+    let (_informer, _queue, stop, running, controlling) = held;
+    stop.cancel();
+    runtime.block_on(async {
+        let _ = running.await;
+        let _ = controlling.await;
+    });
+}
+
 fn main() {
     if benching() {
         for n in SIZES {
             report_overhead(n);
+            report_controller_overhead(n);
         }
     }
     divan::main();
