@@ -124,7 +124,7 @@ fn mpsc_baseline(runtime: &tokio::runtime::Runtime, objects: Vec<Item>) -> Durat
 }
 
 /// Whether to run figure `name`: all, unless `TEND_BENCH` names one
-/// (`sync`, `storm`, `latency`), for profiling.
+/// (`sync`, `storm`, `bursts`, `latency`), for profiling.
 fn selected(name: &str) -> bool {
     std::env::var("TEND_BENCH").map_or(true, |only| only == name)
 }
@@ -135,6 +135,9 @@ fn main() {
     }
     if selected("storm") {
         update_storm();
+    }
+    if selected("bursts") {
+        bursts();
     }
     if selected("latency") {
         latency();
@@ -264,6 +267,102 @@ fn update_storm_once() -> Run {
             "update storm, 1M updates over 10k keys: {took:.2?}, {reconciles} reconciles ({:.2} per key, {:.3} per key per pass); mpsc baseline {base:.2?}",
             reconciles as f64 / KEYS as f64,
             reconciles as f64 / UPDATES as f64,
+        ),
+    }
+}
+
+/// A source over a channel, as a user would write one: an empty list, then
+/// every object sent, as one watch.
+struct Channel(Mutex<Option<mpsc::UnboundedReceiver<Item>>>);
+
+#[tend::async_trait]
+impl tend::Source for Channel {
+    type Object = Item;
+
+    fn name(&self) -> &str {
+        "channel"
+    }
+
+    async fn list(&self) -> Result<tend::Snapshot<Item>, tend::SourceError> {
+        Ok(tend::Snapshot {
+            objects: Vec::new(),
+            revision: Revision::ZERO,
+        })
+    }
+
+    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<Item>, tend::SourceError> {
+        let rx = self.0.lock().expect("not poisoned").take();
+        let rx = rx.ok_or_else(|| tend::SourceError::unavailable("watched once"))?;
+        let changes = futures::stream::unfold(rx, |mut rx| async move {
+            let item = rx.recv().await?;
+            Some((Ok(tend::Change::Applied(item)), rx))
+        });
+        Ok(Box::pin(changes))
+    }
+}
+
+fn bursts() {
+    median_of(bursts_once);
+}
+
+/// Bursts: 100 back-to-back updates to each of 10k keys, one key after the
+/// other, pushed through a channel source as fast as a thread can; until
+/// every key reconciled at its final version. The figure that matters is
+/// reconciles per key (1.00: one per burst).
+fn bursts_once() -> Run {
+    const KEYS: u64 = 10_000;
+    const PER_KEY: u64 = 100;
+    let runtime = runtime();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reconciler = Arc::new(NoOp {
+        target: PER_KEY,
+        reached: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
+        ..NoOp::default()
+    });
+    let burst = |n: u64| Item {
+        version: Revision::new(n + 1),
+        ..item(n / PER_KEY, n % PER_KEY + 1)
+    };
+    let took = runtime.block_on(async {
+        let source = Channel(Mutex::new(Some(rx)));
+        let informer = Informer::builder(source).build().expect("valid");
+        let controller = Controller::builder("bursts", &informer, Arc::clone(&reconciler))
+            .concurrency(NonZeroUsize::new(4).expect("non-zero"))
+            .build()
+            .expect("valid");
+        let stop = CancellationToken::new();
+        let informer_task = tokio::spawn({
+            let (informer, stop) = (informer.clone(), stop.clone());
+            async move { informer.run(stop).await }
+        });
+        let run = tokio::spawn(controller.run(stop.clone()));
+        informer
+            .wait_synced(Duration::from_secs(60))
+            .await
+            .expect("synced");
+        let start = Instant::now();
+        std::thread::spawn(move || {
+            for n in 0..KEYS * PER_KEY {
+                tx.send(burst(n)).expect("open");
+            }
+        });
+        while reconciler.done.load(Ordering::Relaxed) < KEYS as usize {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let took = start.elapsed();
+        stop.cancel();
+        run.await.expect("task").expect("controller");
+        informer_task.await.expect("task").expect("informer");
+        took
+    });
+    let reconciles = reconciler.reconciles.load(Ordering::Relaxed);
+    let base = mpsc_baseline(&runtime, (0..KEYS * PER_KEY).map(burst).collect());
+    Run {
+        took,
+        base,
+        line: format!(
+            "bursts, 100 back-to-back updates to each of 10k keys through a channel source: {took:.2?}, {reconciles} reconciles ({:.3} per key); mpsc baseline {base:.2?}",
+            reconciles as f64 / KEYS as f64,
         ),
     }
 }

@@ -117,6 +117,8 @@ struct Gather<K: crate::QueueKey, F> {
     sink: Enqueue<K>,
     keys: Keys<K>,
     on_event: F,
+    /// The key the last (settled) flush kept back.
+    held: Option<K>,
 }
 
 /// The keys gathered since the last flush.
@@ -140,10 +142,12 @@ impl<K: crate::QueueKey, F> Gather<K, F> {
                 pending: Vec::new(),
             },
             on_event,
+            held: None,
         }
     }
 
     fn flush_keys(&mut self) {
+        self.held = None;
         if self.keys.pending.is_empty() {
             return;
         }
@@ -168,6 +172,27 @@ where
 
     fn flush(&mut self) {
         self.flush_keys();
+    }
+
+    /// Keeps the last event's key back (its burst may go on), unless it was
+    /// kept back last time too: a key that changes without end still
+    /// reaches the queue at every other flush.
+    fn flush_settled(&mut self) {
+        let Some((tail, ..)) = self.keys.pending.last() else {
+            return;
+        };
+        // Compared here, not under the queue's lock: `Eq` is user code.
+        if self.held.as_ref() == Some(tail) {
+            return self.flush_keys();
+        }
+        let tail = tail.clone();
+        let (kept, ready): (Vec<_>, Vec<_>) = std::mem::take(&mut self.keys.pending)
+            .into_iter()
+            .partition(|(key, ..)| *key == tail);
+        self.keys.pending = ready;
+        self.flush_keys();
+        self.keys.pending = kept;
+        self.held = Some(tail);
     }
 }
 

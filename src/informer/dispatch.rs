@@ -10,7 +10,10 @@
 //! A handler may buffer what events ask of it (the controller gathers keys
 //! and adds them to its queue under one lock): after a run of events, the
 //! informer calls [`Handler::flush`], before it waits for anything and at
-//! least every [`FLUSH_EVERY`] events, so buffering adds no latency.
+//! least every [`FLUSH_EVERY`] events, so buffering adds no latency. While a
+//! watch's input goes on, the flush is [`Handler::flush_settled`]: the key
+//! of the last event may be kept back once, so that a burst of changes to
+//! one key reaches the queue in one piece.
 //!
 //! # Lock order
 //!
@@ -37,6 +40,14 @@ pub(crate) trait Handler<O>: Send {
 
     /// A run of events ended: act on anything buffered.
     fn flush(&mut self) {}
+
+    /// A run of events ended but input goes on: act on what is buffered,
+    /// except that a handler may keep back what the last event asked for
+    /// (likely in the middle of a burst of changes to one key) until the
+    /// next flush; never twice in a row. Default: [`flush`](Self::flush).
+    fn flush_settled(&mut self) {
+        self.flush();
+    }
 }
 
 /// A plain closure, called with each event (what
@@ -127,6 +138,13 @@ impl<O: Object> HandlerList<O> {
         }
     }
 
+    /// Tells every handler a run of events ended while input goes on.
+    pub(crate) fn flush_settled(&mut self) {
+        for (_, handler) in &mut self.handlers {
+            handler.flush_settled();
+        }
+    }
+
     /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end
     /// (even when a handler panics: what the others gathered is not lost).
     pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Event<O>>)
@@ -152,15 +170,17 @@ impl<O: Object> Drop for FlushOnDrop<'_, O> {
     }
 }
 
-/// Takes the subscriber lock and flushes the handlers when dropped, also
-/// while unwinding: a run of events delivered one lock at a time (the
-/// watch) ends with a flush even if a transform, an index or a handler
-/// panics part-way. Never hold the subscriber lock where it is dropped.
-pub(crate) struct FlushOnExit<'a, O: Object>(pub(crate) &'a Subscribers<O>);
+/// Flushes the handlers if dropped while unwinding: a run of events
+/// delivered one lock at a time (the watch) hands over what handlers
+/// gathered even if a transform, an index or a handler panics part-way.
+/// Never hold the subscriber lock where it is dropped.
+pub(crate) struct FlushOnUnwind<'a, O: Object>(pub(crate) &'a Subscribers<O>);
 
-impl<O: Object> Drop for FlushOnExit<'_, O> {
+impl<O: Object> Drop for FlushOnUnwind<'_, O> {
     fn drop(&mut self) {
-        self.0.lock().flush();
+        if std::thread::panicking() {
+            self.0.lock().flush();
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, jittered};
-use super::dispatch::{FLUSH_EVERY, FlushOnExit};
+use super::dispatch::{FLUSH_EVERY, FlushOnUnwind};
 use super::stats::Counters;
 use super::store::{Applied, Removed, Replaced};
 use super::tombstones::Tombstones;
@@ -57,6 +57,9 @@ pub(super) struct Runner<'a, O: Object> {
     rng: fastrand::Rng,
     resync_at: Option<Instant>,
     relist_at: Option<Instant>,
+    /// The last run of watch events ended with a settled flush: buffering
+    /// handlers may have kept keys back.
+    held: bool,
 }
 
 impl<'a, O: Object> Runner<'a, O> {
@@ -76,6 +79,7 @@ impl<'a, O: Object> Runner<'a, O> {
             rng: fastrand::Rng::new(),
             resync_at: None,
             relist_at: None,
+            held: false,
         }
     }
 
@@ -104,6 +108,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 }
             }
         }
+        self.shared.subscribers.lock().flush();
         tracing::debug!("informer stopped");
     }
 
@@ -202,47 +207,81 @@ impl<'a, O: Object> Runner<'a, O> {
         }
     }
 
+    /// Applies the next run of changes. Buffering handlers are flushed every
+    /// [`FLUSH_EVERY`] events and at the end of the run; when the input goes
+    /// on (the run was cut by its length or by tokio's budget), the flush is
+    /// a settled one, which may hold the key of the last event back once (a
+    /// burst of changes to one key cut there would be reconciled at a
+    /// passing version, then again). Before waiting on the stream, or when
+    /// the watch ends, everything is flushed.
     async fn watch(
         &mut self,
         stream: &mut WatchStream<O>,
         progressed: &mut bool,
     ) -> Option<State<O>> {
-        let first = stream.next().await;
+        let first = match stream.next().now_or_never() {
+            Some(first) => first,
+            None => {
+                self.flush_all();
+                stream.next().await
+            }
+        };
         let Some(Ok(change)) = first else {
+            self.flush_all();
             return Some(self.watch_over(first, *progressed));
         };
         *progressed = true;
         self.shared.counters.progressed(Instant::now());
         self.failures = 0;
         self.fresh_list = false;
-        let shared = self.shared;
-        let over = {
-            // Before waiting for the stream (or backing off), handlers act on
-            // what they buffered: flushed when this block ends, however.
-            let _flush = FlushOnExit(&shared.subscribers);
-            self.apply(change);
-            let mut over = None;
-            for n in 1..BATCH {
-                match stream.next().now_or_never() {
-                    None => break,
-                    Some(Some(Ok(change))) => self.apply(change),
-                    Some(other) => {
-                        over = Some(other);
-                        break;
-                    }
-                }
-                if n % FLUSH_EVERY == 0 {
-                    shared.subscribers.lock().flush();
-                }
+        let (over, drained) = self.apply_run(change, stream);
+        self.held = over.is_none() && !drained;
+        {
+            let mut subscribers = self.shared.subscribers.lock();
+            if self.held {
+                subscribers.flush_settled();
+            } else {
+                subscribers.flush();
             }
-            over
-        };
+        }
         if let Some(item) = over {
             return Some(self.watch_over(item, true));
         }
         // Let other tasks on this thread run while catching up.
         tokio::task::consume_budget().await;
         None
+    }
+
+    /// Applies `first` and up to `BATCH - 1` changes ready after it; returns
+    /// how the stream stopped it (a change that ends the watch, if any) and
+    /// whether it is drained (nothing ready, and not for want of budget).
+    fn apply_run(
+        &mut self,
+        first: Change<O>,
+        stream: &mut WatchStream<O>,
+    ) -> (Option<Option<Result<Change<O>, SourceError>>>, bool) {
+        // A panic part-way still hands over what handlers gathered.
+        let _flush = FlushOnUnwind(&self.shared.subscribers);
+        self.apply(first);
+        for n in 1..BATCH {
+            match stream.next().now_or_never() {
+                None => return (None, tokio::task::coop::has_budget_remaining()),
+                Some(Some(Ok(change))) => self.apply(change),
+                Some(other) => return (Some(other), false),
+            }
+            if n % FLUSH_EVERY == 0 {
+                self.shared.subscribers.lock().flush_settled();
+            }
+        }
+        (None, false)
+    }
+
+    /// Tells buffering handlers to act on everything they gathered, if the
+    /// last run ended with a settled flush (that may have kept some back).
+    fn flush_all(&mut self) {
+        if std::mem::take(&mut self.held) {
+            self.shared.subscribers.lock().flush();
+        }
     }
 
     /// The stream failed or ended.

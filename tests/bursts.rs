@@ -1,0 +1,156 @@
+//! A burst of changes to one key is reconciled once, at its last version:
+//! the informer hands keys to the queue when its input is drained (or after
+//! a bound), not wherever tokio's budget cuts a run of events.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::testing::Harness;
+use tend::{Change, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
+use tokio::sync::mpsc;
+
+#[derive(Debug, Clone)]
+struct Item {
+    id: u64,
+    value: u64,
+    version: Revision,
+}
+
+tend::impl_object!(Item, key: id: u64, version: version);
+
+/// A source over a channel: an empty list, then every object sent.
+struct Channel(Mutex<Option<mpsc::UnboundedReceiver<Item>>>);
+
+#[tend::async_trait]
+impl Source for Channel {
+    type Object = Item;
+
+    fn name(&self) -> &str {
+        "channel"
+    }
+
+    async fn list(&self) -> Result<Snapshot<Item>, SourceError> {
+        Ok(Snapshot {
+            objects: Vec::new(),
+            revision: Revision::ZERO,
+        })
+    }
+
+    async fn watch(&self, _from: Revision) -> Result<WatchStream<Item>, SourceError> {
+        let rx = self.0.lock().expect("not poisoned").take();
+        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
+        let changes = futures::stream::unfold(rx, |mut rx| async move {
+            let item = rx.recv().await?;
+            Some((Ok(Change::Applied(item)), rx))
+        });
+        Ok(changes.boxed())
+    }
+}
+
+/// Records the values each key was reconciled at.
+#[derive(Default)]
+struct Seen(Mutex<HashMap<u64, Vec<u64>>>);
+
+impl Reconciler<Item> for Arc<Seen> {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Self::Error> {
+        if let Some(item) = ctx.object() {
+            let mut seen = self.0.lock().expect("not poisoned");
+            seen.entry(item.id).or_default().push(item.value);
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version() {
+    const KEYS: u64 = 30;
+    const PER_KEY: u64 = 100;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
+        .build()
+        .expect("valid");
+    let seen = Arc::new(Seen::default());
+    let mut harness = Harness::new();
+    harness.informer(&informer);
+    harness.controller(
+        Controller::builder("bursts", &informer, Arc::clone(&seen))
+            .build()
+            .expect("valid"),
+    );
+    harness
+        .settle(Duration::from_secs(10))
+        .await
+        .expect("synced");
+    // Every burst is in the channel before the informer runs again: one
+    // run of input, cut by tokio's budget every 128 events.
+    for n in 0..KEYS * PER_KEY {
+        let item = Item {
+            id: n / PER_KEY,
+            value: n % PER_KEY + 1,
+            version: Revision::new(n + 1),
+        };
+        tx.send(item).expect("open");
+    }
+    harness
+        .settle(Duration::from_secs(10))
+        .await
+        .expect("settled");
+    harness.shutdown().await.expect("clean");
+    let seen = seen.0.lock().expect("not poisoned");
+    assert_eq!(seen.len(), KEYS as usize);
+    for (key, values) in seen.iter() {
+        assert_eq!(
+            values,
+            &[PER_KEY],
+            "key {key} was reconciled at a passing version of its burst"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_that_keeps_changing_still_reaches_the_queue_during_its_burst() {
+    const CHANGES: u64 = 5_000;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
+        .build()
+        .expect("valid");
+    let seen = Arc::new(Seen::default());
+    let mut harness = Harness::new();
+    harness.informer(&informer);
+    harness.controller(
+        Controller::builder("hot", &informer, Arc::clone(&seen))
+            .build()
+            .expect("valid"),
+    );
+    harness
+        .settle(Duration::from_secs(10))
+        .await
+        .expect("synced");
+    for n in 0..CHANGES {
+        let item = Item {
+            id: 7,
+            value: n + 1,
+            version: Revision::new(n + 1),
+        };
+        tx.send(item).expect("open");
+    }
+    harness
+        .settle(Duration::from_secs(10))
+        .await
+        .expect("settled");
+    harness.shutdown().await.expect("clean");
+    let seen = seen.0.lock().expect("not poisoned");
+    let values = &seen[&7];
+    assert!(
+        values.len() > 1 && values[0] < CHANGES,
+        "a key changing without end was held back until its last change: {values:?}"
+    );
+    assert_eq!(values.last(), Some(&CHANGES));
+}
