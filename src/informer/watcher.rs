@@ -15,6 +15,17 @@ use super::tombstones::Tombstones;
 use super::{Event, Shared};
 use crate::source::{Change, Object, Revision, Snapshot, SourceError, WatchStream, error_chain};
 
+/// How a run of watch changes ended.
+enum RunEnd<O: Object> {
+    /// Nothing more is ready now.
+    Drained,
+    /// More is (or may soon be) ready: the run was cut by its length or by
+    /// tokio's budget.
+    More,
+    /// The stream ended or failed (or an item the watch cannot go on with).
+    Over(Option<Result<Change<O>, SourceError>>),
+}
+
 /// Changes applied in one go when the stream has them ready, before the loop
 /// looks at cancellation and timers again.
 const BATCH: usize = 1024;
@@ -234,8 +245,8 @@ impl<'a, O: Object> Runner<'a, O> {
         self.shared.counters.progressed(Instant::now());
         self.failures = 0;
         self.fresh_list = false;
-        let (over, drained) = self.apply_run(change, stream);
-        self.held = over.is_none() && !drained;
+        let end = self.apply_run(change, stream);
+        self.held = matches!(end, RunEnd::More);
         {
             let mut subscribers = self.shared.subscribers.lock();
             if self.held {
@@ -244,7 +255,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 subscribers.flush();
             }
         }
-        if let Some(item) = over {
+        if let RunEnd::Over(item) = end {
             return Some(self.watch_over(item, true));
         }
         // Let other tasks on this thread run while catching up.
@@ -252,28 +263,25 @@ impl<'a, O: Object> Runner<'a, O> {
         None
     }
 
-    /// Applies `first` and up to `BATCH - 1` changes ready after it; returns
-    /// how the stream stopped it (a change that ends the watch, if any) and
-    /// whether it is drained (nothing ready, and not for want of budget).
-    fn apply_run(
-        &mut self,
-        first: Change<O>,
-        stream: &mut WatchStream<O>,
-    ) -> (Option<Option<Result<Change<O>, SourceError>>>, bool) {
+    /// Applies `first` and up to `BATCH - 1` changes ready after it; says
+    /// how the run ended.
+    fn apply_run(&mut self, first: Change<O>, stream: &mut WatchStream<O>) -> RunEnd<O> {
         // A panic part-way still hands over what handlers gathered.
         let _flush = FlushOnUnwind(&self.shared.subscribers);
         self.apply(first);
         for n in 1..BATCH {
             match stream.next().now_or_never() {
-                None => return (None, tokio::task::coop::has_budget_remaining()),
+                // Not ready: drained, unless for want of tokio's budget.
+                None if tokio::task::coop::has_budget_remaining() => return RunEnd::Drained,
+                None => return RunEnd::More,
                 Some(Some(Ok(change))) => self.apply(change),
-                Some(other) => return (Some(other), false),
+                Some(other) => return RunEnd::Over(other),
             }
             if n % FLUSH_EVERY == 0 {
                 self.shared.subscribers.lock().flush_settled();
             }
         }
-        (None, false)
+        RunEnd::More
     }
 
     /// Tells buffering handlers to act on everything they gathered, if the
