@@ -1,4 +1,4 @@
-//! The etcd writer and leader election against a real etcd on loopback:
+//! The etcd client's writes and leader election against a real etcd on loopback:
 //! conflicts, fencing, failover (tasks and SIGKILLed processes) and a
 //! leader cut off from etcd.
 
