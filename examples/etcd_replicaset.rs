@@ -19,7 +19,8 @@ mod replicaset;
 use std::time::Duration;
 
 use tend::Source;
-use tend::etcd::{ElectionConfig, EtcdElection, WriteError};
+use tend::client::ClientError;
+use tend::etcd::{ElectionConfig, EtcdElection};
 use tend::testing::etcd::{EtcdServer, connect};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -82,8 +83,8 @@ async fn seed(endpoint: &str) -> Result<(), BoxError> {
         replicas: 4,
         version: tend::Revision::ZERO,
     };
-    match replicasets(client).writer().create(&web, None).await {
-        Ok(_) | Err(WriteError::AlreadyExists { .. }) => Ok(()),
+    match replicasets(client).client().create(web).await {
+        Ok(_) | Err(ClientError::AlreadyExists { .. }) => Ok(()),
         Err(error) => Err(error.into()),
     }
 }
@@ -124,9 +125,9 @@ async fn in_one_process(
         );
         if !chaos && start.elapsed() >= duration * 3 / 4 {
             chaos = true;
-            let writer = pod_source.writer();
+            let writer = pod_source.client();
             for pod in pod_source.list().await?.objects.iter().take(2) {
-                writer.delete(pod, None).await?;
+                writer.delete_at(&pod.name, pod.version).await?;
                 println!(
                     "[{:>5.1}s] CHAOS deleted {}",
                     start.elapsed().as_secs_f64(),

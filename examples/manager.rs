@@ -14,12 +14,13 @@
 
 use std::time::Duration;
 
+use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{InProcessElection, Manager};
 use tend::memory::MemoryStore;
 use tend::{BoxError, Informer, Revision};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Light {
     room: String,
     want_on: bool,
@@ -31,11 +32,12 @@ tend::impl_object!(Light, key: room: String, version: version);
 
 /// Observe the light, compare wish and state, act by switching it.
 struct Switch {
-    lights: MemoryStore<Light>,
+    /// Fenced by the election: a deposed leader's late write is refused.
+    lights: Client<Light>,
 }
 
 impl Reconciler<Light> for Switch {
-    type Error = tend::memory::WriteError;
+    type Error = ClientError;
 
     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Self::Error> {
         let Some(light) = ctx.object() else {
@@ -44,7 +46,12 @@ impl Reconciler<Light> for Switch {
         if light.want_on != light.is_on {
             let mut switched = Light::clone(light);
             switched.is_on = light.want_on;
-            self.lights.update(switched)?;
+            // Every write carries the leader's token, checked with the write.
+            let lights = match ctx.fencing_token() {
+                Some(token) => self.lights.fenced(token),
+                None => self.lights.clone(),
+            };
+            lights.update(switched).await?;
             println!(
                 "{}: switched {} (fencing token {:?})",
                 light.room,
@@ -70,16 +77,18 @@ async fn main() -> Result<(), BoxError> {
         .parse()?;
 
     let lights = MemoryStore::new("lights");
+    let election = InProcessElection::new("lights-controller");
+    let seed = lights.client();
     for room in ["hall", "kitchen", "study"] {
-        lights.create(Light {
+        seed.create(Light {
             room: room.into(),
             want_on: false,
             is_on: false,
             version: Revision::ZERO,
-        })?;
+        })
+        .await?;
     }
 
-    let election = InProcessElection::new("lights-controller");
     let mut manager = Manager::builder()
         .http_address(address)
         .leader_election(election.candidate())
@@ -91,14 +100,14 @@ async fn main() -> Result<(), BoxError> {
             "lights",
             &informer,
             Switch {
-                lights: lights.clone(),
+                lights: lights.client_fenced_by(election.clone()),
             },
         )
         .build()?;
     manager.add_controller(controller)?;
 
     // A tenant who changes their mind every 300 ms.
-    let tenant = lights.clone();
+    let tenant = lights.client();
     manager.add_task("tenant", move |cancel| async move {
         let rooms = ["hall", "kitchen", "study"];
         for turn in 0.. {
@@ -106,10 +115,11 @@ async fn main() -> Result<(), BoxError> {
                 () = cancel.cancelled() => break,
                 () = tokio::time::sleep(Duration::from_millis(300)) => {}
             }
-            if let Some(mut light) = tenant.get(&rooms[turn % rooms.len()].to_owned()) {
-                light.want_on = !light.want_on;
-                tenant.update(light)?;
-            }
+            let room = rooms[turn % rooms.len()].to_owned();
+            // Re-read and retried if the controller wrote in between.
+            tenant
+                .modify(&room, |light| light.want_on = !light.want_on)
+                .await?;
         }
         Ok::<(), BoxError>(())
     })?;

@@ -14,6 +14,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tend::client::Client;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::memory::MemoryStore;
 use tend::{Informer, Revision};
@@ -45,7 +46,7 @@ const NODES: usize = 3;
 
 /// Observe → compare → act for one ReplicaSet.
 struct ReplicaSetController {
-    pods: MemoryStore<Pod>,
+    pods: Client<Pod>,
     clock: Instant,
     /// Pods created or deleted but not yet seen so in the cache: without
     /// these "expectations" a reconcile racing its own writes would act twice.
@@ -66,8 +67,14 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
         let cache = ctx.store::<Pod>().expect("the controller watches pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
-        let mut expected = self.expected.lock().expect("not poisoned");
-        let expect = expected.entry(ctx.key().clone()).or_default();
+        // Taken out while reconciling (no lock across the writes' awaits):
+        // a key is never reconciled by two workers at once.
+        let taken = self
+            .expected
+            .lock()
+            .expect("not poisoned")
+            .remove(ctx.key());
+        let mut expect = taken.unwrap_or_default();
         let cached: HashSet<&str> = owned.iter().map(|p| p.name.as_str()).collect();
         expect
             .created
@@ -88,7 +95,7 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
                 running: false,
                 version: Revision::ZERO,
             };
-            if let Ok(pod) = self.pods.create(pod) {
+            if let Ok(pod) = self.pods.create(pod).await {
                 act.push(format!("create {} on node-{}", pod.name, pod.node));
                 expect.created.insert(pod.name);
                 self.stats.lock().expect("not poisoned").created += 1;
@@ -98,14 +105,15 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
         let mut surplus: Vec<_> = live.clone();
         surplus.sort_by_key(|p| (p.running, std::cmp::Reverse(p.version)));
         for pod in surplus.into_iter().take(actual.saturating_sub(desired)) {
-            if self.pods.delete(&pod.name).is_ok() {
+            if self.pods.delete(&pod.name).await.is_ok() {
                 act.push(format!("delete {}", pod.name));
                 expect.deleted.insert(pod.name.clone());
                 self.stats.lock().expect("not poisoned").removed += 1;
             }
         }
-        if ctx.object().is_none() && expect.created.is_empty() && expect.deleted.is_empty() {
-            expected.remove(ctx.key());
+        if ctx.object().is_some() || !expect.created.is_empty() || !expect.deleted.is_empty() {
+            let mut expected = self.expected.lock().expect("not poisoned");
+            expected.insert(ctx.key().clone(), expect);
         }
         let act = if act.is_empty() {
             String::from("nothing to do")
@@ -157,10 +165,13 @@ async fn run_nodes(
         for pod in pods.snapshot().objects {
             if !pod.running && !down.contains(&pod.node) {
                 // A conflict means the pod changed meanwhile: next tick.
-                let _ = pods.update(Pod {
-                    running: true,
-                    ..pod
-                });
+                let _ = pods
+                    .client()
+                    .update(Pod {
+                        running: true,
+                        ..pod
+                    })
+                    .await;
             }
         }
     }
@@ -189,7 +200,7 @@ async fn run_chaos(
             let node = fastrand::usize(..NODES);
             let lost: Vec<_> = all.iter().filter(|p| p.node == node).collect();
             for pod in &lost {
-                let _ = pods.delete(&pod.name);
+                let _ = pods.client().delete(&pod.name).await;
             }
             down.lock().expect("not poisoned").insert(node);
             let mut stats = stats.lock().expect("not poisoned");
@@ -201,7 +212,7 @@ async fn run_chaos(
             );
         } else if !all.is_empty() {
             let pod = &all[fastrand::usize(..all.len())];
-            if pods.delete(&pod.name).is_ok() {
+            if pods.client().delete(&pod.name).await.is_ok() {
                 stats.lock().expect("not poisoned").chaos_deleted += 1;
                 println!("[{at:>6.2}s] CHAOS deleted pod {}", pod.name);
             }
@@ -273,7 +284,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "replicaset",
         &rs_informer,
         ReplicaSetController {
-            pods: pods.clone(),
+            pods: pods.client(),
             clock,
             expected: Mutex::default(),
             stats: Arc::clone(&stats),
@@ -284,11 +295,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .build()?;
 
     println!("declare: ReplicaSet web wants 4 pods on {NODES} nodes");
-    replicasets.create(ReplicaSet {
-        name: "web".into(),
-        replicas: 4,
-        version: Revision::ZERO,
-    })?;
+    replicasets
+        .client()
+        .create(ReplicaSet {
+            name: "web".into(),
+            replicas: 4,
+            version: Revision::ZERO,
+        })
+        .await?;
 
     let stop = CancellationToken::new();
     let chaos_stop = stop.child_token();
@@ -325,7 +339,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 tokio::time::sleep_until(clock + duration.mul_f64(at)).await;
                 let mut rs = replicasets.get(&"web".to_owned()).expect("web exists");
                 rs.replicas = replicas;
-                let rs = replicasets.update(rs).expect("no other writer");
+                let rs = replicasets
+                    .client()
+                    .update(rs)
+                    .await
+                    .expect("no other writer");
                 println!(
                     "[{:>6.2}s] declare: ReplicaSet web now wants {} pods",
                     clock.elapsed().as_secs_f64(),

@@ -13,6 +13,9 @@
 //!   comes from, with the embedded [`memory`] backend (revisions, optimistic
 //!   concurrency, watch history, compaction, fault injection) and the
 //!   list-only [`poll`] backend.
+//! - [`client`]: the [`Client`](client::Client) that reads and writes a
+//!   source's objects, the same on every backend, with optimistic
+//!   concurrency, fencing and read-modify-write helpers.
 //! - [`Informer`]: lists and watches a source, keeps the shared [`Store`]
 //!   cache up to date and delivers [`Event`]s to subscribers.
 //! - [`WorkQueue`]: the deduplicating, rate-limited, prioritised queue of keys
@@ -33,6 +36,7 @@
 //!   with optimistic concurrency and fencing, and leader election on an
 //!   etcd lease; [`testing::etcd`] starts a real etcd for tests.
 
+pub mod client;
 pub mod controller;
 #[cfg(feature = "etcd")]
 pub mod etcd;

@@ -121,10 +121,12 @@ impl World {
     }
 
     /// Creates sets `{prefix}0` … `{prefix}{count - 1}`, with no members.
-    fn create_sets(&self, prefix: &str, count: usize) {
+    async fn create_sets(&self, prefix: &str, count: usize) {
         for n in 0..count {
             self.sets
+                .client()
                 .create(set(&format!("{prefix}{n}"), 0))
+                .await
                 .expect("created");
         }
     }
@@ -182,6 +184,12 @@ impl Sets {
             expected: Mutex::default(),
         }
     }
+
+    /// Puts a set's expected creations back after its reconcile.
+    fn keep(&self, set: &str, created: HashSet<String>) {
+        let mut expected = self.expected.lock().expect("not poisoned");
+        expected.insert(set.to_owned(), created);
+    }
 }
 
 #[derive(Debug)]
@@ -204,8 +212,14 @@ impl Reconciler<Set> for Sets {
             .by_index("owner", ctx.key())
             .map_err(|_| Failed("no index"))?;
         let desired = ctx.object().map_or(0, |s| s.replicas);
-        let mut expected = self.expected.lock().expect("not poisoned");
-        let created = expected.entry(ctx.key().clone()).or_default();
+        // Taken out while reconciling (no lock across the writes' awaits):
+        // a key is never reconciled by two workers at once.
+        let taken = self
+            .expected
+            .lock()
+            .expect("not poisoned")
+            .remove(ctx.key());
+        let mut created = taken.unwrap_or_default();
         created.retain(|name| !owned.iter().any(|m| &m.name == name));
         let actual = owned.len() + created.len();
         for _ in actual..desired {
@@ -215,12 +229,17 @@ impl Reconciler<Set> for Sets {
                 owner: ctx.key().clone(),
                 version: Revision::ZERO,
             };
-            let member = self.members.create(member).map_err(|_| Failed("create"))?;
+            let member = self.members.client().create(member).await;
+            let Ok(member) = member else {
+                self.keep(ctx.key(), created);
+                return Err(Failed("create"));
+            };
             created.insert(member.name);
         }
+        self.keep(ctx.key(), created);
         for member in owned.iter().take(actual.saturating_sub(desired)) {
             // Already gone is fine: level-triggered, the cache will catch up.
-            let _ = self.members.delete(&member.name);
+            let _ = self.members.client().delete(&member.name).await;
         }
         Ok(Action::Done)
     }
@@ -234,11 +253,21 @@ async fn converges_after_create_scale_and_delete_and_recreates_deleted_members()
         .build()
         .expect("valid");
     world.spawn(controller);
-    world.sets.create(set("web", 4)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("web", 4))
+        .await
+        .expect("created");
     world.until("4 members", |w| w.members_of("web") == 4).await;
 
     let victim = world.members.snapshot().objects[0].name.clone();
-    world.members.delete(&victim).expect("deleted");
+    world
+        .members
+        .client()
+        .delete(&victim)
+        .await
+        .expect("deleted");
     world
         .until("a replacement", |w| w.members_of("web") == 4)
         .await;
@@ -246,12 +275,17 @@ async fn converges_after_create_scale_and_delete_and_recreates_deleted_members()
 
     let mut web = world.sets.get(&"web".into()).expect("exists");
     web.replicas = 2;
-    world.sets.update(web).expect("updated");
+    world.sets.client().update(web).await.expect("updated");
     world
         .until("scaled to 2", |w| w.members_of("web") == 2)
         .await;
 
-    world.sets.delete(&"web".into()).expect("deleted");
+    world
+        .sets
+        .client()
+        .delete(&"web".into())
+        .await
+        .expect("deleted");
     world
         .until("cleaned up", |w| w.members_of("web") == 0)
         .await;
@@ -339,14 +373,19 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
         .expect("valid");
     world.spawn(controller);
     for name in ["a", "b", "c"] {
-        world.sets.create(set(name, 1)).expect("created");
+        world
+            .sets
+            .client()
+            .create(set(name, 1))
+            .await
+            .expect("created");
     }
     let mut last_update = Instant::now();
     for round in 0..200 {
         for name in ["a", "b", "c"] {
             let mut s = world.sets.get(&name.into()).expect("exists");
             s.replicas = round;
-            world.sets.update(s).expect("updated");
+            world.sets.client().update(s).await.expect("updated");
         }
         last_update = Instant::now();
         sleep(Duration::from_millis(7)).await;
@@ -386,7 +425,12 @@ async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("5 runs", |_| probe.runs_of("a").len() == 5)
         .await;
@@ -400,7 +444,7 @@ async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
     // Success forgot the failures: the next change starts at attempt 1.
     let mut a = world.sets.get(&"a".into()).expect("exists");
     a.replicas = 2;
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     world
         .until("6 runs", |_| probe.runs_of("a").len() == 6)
         .await;
@@ -421,7 +465,12 @@ async fn terminal_errors_are_not_retried() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("one run", |_| probe.runs_of("a").len() == 1)
         .await;
@@ -471,7 +520,12 @@ async fn a_requeue_or_retry_after_duration_max_waits_until_the_next_change() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     let runs = |probe: &Arc<Probe>, n: usize| {
         let probe = Arc::clone(probe);
         move |_: &World| probe.runs_of("a").len() >= n
@@ -484,7 +538,7 @@ async fn a_requeue_or_retry_after_duration_max_waits_until_the_next_change() {
 
     let mut a = world.sets.get(&"a".into()).expect("exists");
     a.replicas = 2;
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     world
         .until("a change runs it again", runs(&requeues, 2))
         .await;
@@ -498,7 +552,12 @@ async fn a_requeue_or_retry_after_duration_max_waits_until_the_next_change() {
 #[tokio::test(start_paused = true)]
 async fn triggers_say_why_each_reconcile_ran() {
     let mut world = World::new(None);
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     let probe = Arc::new(Probe {
         requeue: Some(Duration::from_secs(60)),
         ..Probe::default()
@@ -523,7 +582,7 @@ async fn triggers_say_why_each_reconcile_ran() {
 
     let mut a = world.sets.get(&"a".into()).expect("exists");
     a.replicas = 5;
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     world.until("changed", first("a", 2)).await;
     assert_eq!(probe.runs_of("a")[1].0, [Trigger::Changed]);
 
@@ -532,7 +591,7 @@ async fn triggers_say_why_each_reconcile_ran() {
         owner: "a".into(),
         version: Revision::ZERO,
     };
-    world.members.create(m).expect("created");
+    world.members.client().create(m).await.expect("created");
     world.until("owned", first("a", 3)).await;
     assert_eq!(probe.runs_of("a")[2].0, [Trigger::Owned]);
     world.until("mapped", first("watched-by-m", 1)).await;
@@ -541,11 +600,21 @@ async fn triggers_say_why_each_reconcile_ran() {
     world.until("requeue", first("a", 4)).await;
     assert_eq!(probe.runs_of("a")[3].0, [Trigger::Requeue]);
 
-    world.sets.delete(&"a".into()).expect("deleted");
+    world
+        .sets
+        .client()
+        .delete(&"a".into())
+        .await
+        .expect("deleted");
     world.until("deleted", first("a", 5)).await;
     assert_eq!(probe.runs_of("a")[4].0, [Trigger::Deleted]);
 
-    world.sets.create(set("b", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("b", 1))
+        .await
+        .expect("created");
     world.until("b", first("b", 1)).await;
     sleep(Duration::from_secs(1200)).await;
     assert!(
@@ -563,7 +632,12 @@ async fn triggers_say_why_each_reconcile_ran() {
 #[tokio::test(start_paused = true)]
 async fn a_change_before_the_retry_timer_still_reports_the_retry() {
     let mut world = World::new(None);
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     let probe = Arc::new(Probe {
         fail_first: 1,
         ..Probe::default()
@@ -582,7 +656,7 @@ async fn a_change_before_the_retry_timer_still_reports_the_retry() {
         .await;
     let mut a = world.sets.get(&"a".into()).expect("exists");
     a.replicas = 2;
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     world
         .until("the change ran the key", |_| probe.runs_of("a").len() >= 2)
         .await;
@@ -602,18 +676,23 @@ async fn predicates_filter_events() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("initial run", |_| probe.runs_of("a").len() == 1)
         .await;
     // Same spec: the generation stays, the predicate drops the update.
     let a = world.sets.get(&"a".into()).expect("exists");
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     sleep(Duration::from_secs(10)).await;
     assert_eq!(probe.runs_of("a").len(), 1);
     let mut a = world.sets.get(&"a".into()).expect("exists");
     a.replicas = 9;
-    world.sets.update(a).expect("updated");
+    world.sets.client().update(a).await.expect("updated");
     world
         .until("spec change run", |_| probe.runs_of("a").len() == 2)
         .await;
@@ -642,14 +721,29 @@ async fn assert_a_filtered_source(
     trigger: Trigger,
 ) {
     world.spawn(controller);
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("initial run", |_| probe.runs_of("a").len() == 1)
         .await;
-    world.members.create(member("quiet", "a")).expect("created");
+    world
+        .members
+        .client()
+        .create(member("quiet", "a"))
+        .await
+        .expect("created");
     sleep(Duration::from_secs(10)).await;
     assert_eq!(probe.runs_of("a").len(), 1, "the predicate dropped it");
-    world.members.create(member("loud", "a")).expect("created");
+    world
+        .members
+        .client()
+        .create(member("loud", "a"))
+        .await
+        .expect("created");
     world
         .until("the loud member's run", |_| probe.runs_of("a").len() == 2)
         .await;
@@ -695,20 +789,35 @@ async fn an_object_moving_to_another_owner_enqueues_both() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
-    world.sets.create(set("b", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
+    world
+        .sets
+        .client()
+        .create(set("b", 1))
+        .await
+        .expect("created");
     world
         .until("initial runs", |_| {
             probe.runs_of("a").len() == 1 && probe.runs_of("b").len() == 1
         })
         .await;
-    world.members.create(member("m", "a")).expect("created");
+    world
+        .members
+        .client()
+        .create(member("m", "a"))
+        .await
+        .expect("created");
     world
         .until("a's run for m", |_| probe.runs_of("a").len() == 2)
         .await;
     let mut m = world.members.get(&"m".into()).expect("exists");
     m.owner = "b".into();
-    world.members.update(m).expect("updated");
+    world.members.client().update(m).await.expect("updated");
     world
         .until("both owners' runs", |_| {
             probe.runs_of("a").len() == 3 && probe.runs_of("b").len() == 2
@@ -767,7 +876,12 @@ async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("a retry after the timeout", |_| {
             hang.started.load(Ordering::SeqCst) >= 2
@@ -788,7 +902,12 @@ async fn a_slow_reconcile_does_not_block_other_keys() {
             .expect("valid"),
     );
     for name in ["a", "b", "c"] {
-        world.sets.create(set(name, 1)).expect("created");
+        world
+            .sets
+            .client()
+            .create(set(name, 1))
+            .await
+            .expect("created");
     }
     world
         .until("three reconciles at once", |_| {
@@ -808,7 +927,12 @@ async fn shutdown_waits_the_grace_period_then_cancels_and_leaves_no_task() {
         .expect("valid");
     let stop = CancellationToken::new();
     let run = tokio::spawn(controller.run(stop.clone()));
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("the reconcile started", |_| {
             hang.started.load(Ordering::SeqCst) == 1
@@ -935,7 +1059,12 @@ async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_re
             .build()
             .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
     world
         .until("a reconciled", |_| !probe.runs_of("a").is_empty())
         .await;
@@ -977,7 +1106,9 @@ async fn a_thousand_sets_converge_under_dropped_and_duplicated_events() {
     for i in 0..1_000 {
         world
             .sets
+            .client()
             .create(set(&format!("s{i}"), 1 + i % 3))
+            .await
             .expect("created");
     }
     world
@@ -1020,8 +1151,18 @@ async fn cancelling_the_context_token_does_not_abort_the_reconcile() {
         .build()
         .expect("valid"),
     );
-    world.sets.create(set("a", 1)).expect("created");
-    world.sets.create(set("b", 1)).expect("created");
+    world
+        .sets
+        .client()
+        .create(set("a", 1))
+        .await
+        .expect("created");
+    world
+        .sets
+        .client()
+        .create(set("b", 1))
+        .await
+        .expect("created");
     world
         .until("both reconciles finished", |_| {
             finished.load(Ordering::SeqCst) == 2
@@ -1053,7 +1194,7 @@ impl Reconciler<Set> for Arc<ShutsDownAtThird> {
 #[tokio::test(start_paused = true)]
 async fn no_reconcile_starts_after_shutdown_even_from_a_run_of_keys() {
     let world = World::new(None);
-    world.create_sets("s", 100);
+    world.create_sets("s", 100).await;
     let reconciler = Arc::new(ShutsDownAtThird {
         calls: AtomicUsize::new(0),
         queue: Mutex::new(None),
@@ -1108,7 +1249,7 @@ async fn keys_gathered_before_a_panic_in_the_informer_are_not_lost() {
     .expect("the informer did not sync");
     // Three writes read by the watch in one run; the third panics.
     for name in ["a", "b", "boom"] {
-        sets.create(set(name, 1)).expect("created");
+        sets.client().create(set(name, 1)).await.expect("created");
     }
     let died = timeout(LIMIT, informer_task).await.expect("informer task");
     assert!(died.is_err(), "the transform's panic ends the informer");
@@ -1153,8 +1294,8 @@ impl Reconciler<Set> for Arc<HangOnH> {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
     let mut world = World::new(None);
-    world.create_sets("h", 8);
-    world.create_sets("q", 192);
+    world.create_sets("h", 8).await;
+    world.create_sets("q", 192).await;
     let reconciler = Arc::new(HangOnH::default());
     world.spawn(
         Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
@@ -1176,8 +1317,13 @@ async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
 #[tokio::test(start_paused = true)]
 async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
     let world = World::new(None);
-    world.create_sets("q", 60);
-    world.sets.create(set("hang", 0)).expect("created");
+    world.create_sets("q", 60).await;
+    world
+        .sets
+        .client()
+        .create(set("hang", 0))
+        .await
+        .expect("created");
     let reconciler = Arc::new(HangOnH::default());
     let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
         .concurrency(NonZeroUsize::new(1).expect("non-zero"))
@@ -1203,7 +1349,7 @@ async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn aborting_a_controller_mid_run_leaves_no_key_in_flight() {
     let world = World::new(None);
-    world.create_sets("q", 1_000);
+    world.create_sets("q", 1_000).await;
     let reconciler = Arc::new(HangOnH::default());
     let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
         .concurrency(NonZeroUsize::new(1).expect("non-zero"))

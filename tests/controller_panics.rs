@@ -100,10 +100,12 @@ async fn ten_thousand_panics_leave_every_worker_alive() {
     let run = tokio::spawn(controller.run(stop.clone()));
     for i in 0..ITEMS {
         items
+            .client()
             .create(Item {
                 name: format!("item-{i}"),
                 version: Revision::ZERO,
             })
+            .await
             .expect("created");
     }
     timeout(Duration::from_secs(3600), async {
@@ -182,10 +184,12 @@ async fn panics_before_the_future_and_in_the_error_policy_are_survived() {
     harness.informer(&informer);
     harness.controller(controller);
     items
+        .client()
         .create(Item {
             name: "x".into(),
             version: Revision::ZERO,
         })
+        .await
         .expect("created");
     timeout(Duration::from_secs(3600), async {
         while count.successes.load(Ordering::SeqCst) < 1 {
@@ -258,10 +262,12 @@ async fn a_panic_after_a_timeout_does_not_leave_the_worker_cancelled() {
     harness.informer(&informer);
     harness.controller(controller);
     items
+        .client()
         .create(Item {
             name: "x".into(),
             version: Revision::ZERO,
         })
+        .await
         .expect("created");
     timeout(Duration::from_secs(3600), async {
         while observer.successes.load(Ordering::SeqCst) < 1 {
@@ -350,10 +356,12 @@ async fn retries_through(limiter: PanickingLimiter, fails: usize) -> (usize, usi
     harness.informer(&informer);
     harness.controller(controller);
     items
+        .client()
         .create(Item {
             name: "x".into(),
             version: Revision::ZERO,
         })
+        .await
         .expect("created");
     timeout(Duration::from_secs(3600), async {
         while count.successes.load(Ordering::SeqCst) < 1 {

@@ -1,4 +1,4 @@
-//! The etcd writer and leader election against a real etcd on loopback:
+//! The etcd client's writes and leader election against a real etcd on loopback:
 //! conflicts, fencing, failover (tasks and SIGKILLed processes) and a
 //! leader cut off from etcd.
 
@@ -12,8 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use tend::client::ClientError;
 use tend::etcd::etcd_client::{Client, GetOptions};
-use tend::etcd::{ElectionBuildError, ElectionConfig, EtcdElection, WriteError};
+use tend::etcd::{ElectionBuildError, ElectionConfig, EtcdElection};
 use tend::manager::LeaderElector;
 use tend::testing::etcd::connect;
 use tokio::time::Instant;
@@ -60,21 +61,21 @@ async fn leader_lease(kv: &mut Client) -> i64 {
 async fn writer_detects_conflicts_and_writes_nothing() {
     let etcd = server().await;
     let kv = client(&etcd).await;
-    let writer = source(kv.clone()).writer();
-    let created = writer.create(&Item::new("a", 1), None).await.unwrap();
+    let writer = source(kv.clone()).client();
+    let created = writer.create(Item::new("a", 1)).await.unwrap();
     assert!(created.version.get() > 0);
     assert!(matches!(
-        writer.create(&Item::new("a", 2), None).await,
-        Err(WriteError::AlreadyExists { .. })
+        writer.create(Item::new("a", 2)).await,
+        Err(ClientError::AlreadyExists { .. })
     ));
     let mut next = created.clone();
     next.value = 2;
-    let updated = writer.update(&next, None).await.unwrap();
+    let updated = writer.update(next).await.unwrap();
     assert!(updated.version > created.version);
     let mut stale = created.clone();
     stale.value = 3;
-    match writer.update(&stale, None).await {
-        Err(WriteError::Conflict {
+    match writer.update(stale).await {
+        Err(ClientError::Conflict {
             expected, actual, ..
         }) => {
             assert_eq!(expected, created.version);
@@ -83,25 +84,28 @@ async fn writer_detects_conflicts_and_writes_nothing() {
         other => panic!("expected a conflict, got {other:?}"),
     }
     assert!(matches!(
-        writer.delete(&created, None).await,
-        Err(WriteError::Conflict { .. })
+        writer.delete_at(&created.name, created.version).await,
+        Err(ClientError::Conflict { .. })
     ));
     assert!(matches!(
-        writer.update(&Item::new("missing", 1), None).await,
-        Err(WriteError::NotFound { .. })
+        writer.update(Item::new("missing", 1)).await,
+        Err(ClientError::NotFound { .. })
     ));
     assert!(matches!(
-        writer.delete_key(&"missing".to_owned(), None).await,
-        Err(WriteError::NotFound { .. })
+        writer.delete(&"missing".to_owned()).await,
+        Err(ClientError::NotFound { .. })
     ));
     assert!(matches!(
-        writer.create(&Item::new("b", 1), Some(1)).await,
-        Err(WriteError::NoElection)
+        writer.fenced(1).create(Item::new("b", 1)).await,
+        Err(ClientError::NoFencing)
     ));
     let stored = tend::Source::list(&source(kv.clone())).await.unwrap();
     assert_eq!(stored.objects.len(), 1);
     assert_eq!(stored.objects[0].value, 2, "no refused write landed");
-    writer.delete(&updated, None).await.unwrap();
+    writer
+        .delete_at(&updated.name, updated.version)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,11 +114,12 @@ async fn fenced_write_from_a_deposed_leader_is_rejected() {
     let mut kv = client(&etcd).await;
     let a = candidate(client(&etcd).await, "a");
     let b = candidate(client(&etcd).await, "b");
-    let writer_a = source(kv.clone()).writer().fenced_by(&a);
-    let writer_b = source(kv.clone()).writer().fenced_by(&b);
+    let writer_a = source(kv.clone()).client_fenced_by(&a);
+    let writer_b = source(kv.clone()).client_fenced_by(&b);
     let token_a = within("a to win", LIMIT, a.campaign()).await.unwrap();
     let item = writer_a
-        .create(&Item::new("x", 1), Some(token_a))
+        .fenced(token_a)
+        .create(Item::new("x", 1))
         .await
         .unwrap();
     // A's lease ends behind its back (an expiry while it was paused): B
@@ -126,17 +131,17 @@ async fn fenced_write_from_a_deposed_leader_is_rejected() {
     let mut late = item.clone();
     late.value = 99;
     assert!(matches!(
-        writer_a.update(&late, Some(token_a)).await,
-        Err(WriteError::Fenced { token }) if token == token_a
+        writer_a.fenced(token_a).update(late).await,
+        Err(ClientError::Fenced { token }) if token == token_a
     ));
     assert!(matches!(
-        writer_a.create(&Item::new("y", 1), Some(token_a)).await,
-        Err(WriteError::Fenced { .. })
+        writer_a.fenced(token_a).create(Item::new("y", 1)).await,
+        Err(ClientError::Fenced { .. })
     ));
     // B's writes land.
     let mut next = item.clone();
     next.value = 2;
-    writer_b.update(&next, Some(token_b)).await.unwrap();
+    writer_b.fenced(token_b).update(next).await.unwrap();
     let stored = tend::Source::list(&source(kv.clone())).await.unwrap();
     assert_eq!(stored.objects.len(), 1);
     assert_eq!(stored.objects[0].value, 2);
@@ -210,7 +215,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
     let stop = tokio_util::sync::CancellationToken::new();
     for i in 0..3 {
         let election = candidate(client(&etcd).await, &format!("r{i}"));
-        let writer = source(client(&etcd).await).writer().fenced_by(&election);
+        let writer = source(client(&etcd).await).client_fenced_by(&election);
         let (log, stop) = (log_tx.clone(), stop.clone());
         replicas.spawn(async move {
             let name = format!("counter-{i}");
@@ -223,9 +228,9 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
                 let deadline = Instant::now() + Duration::from_secs(3);
                 while Instant::now() < deadline && !stop.is_cancelled() {
                     let item = Item::new(name.clone(), token);
-                    let written = writer.delete_key(&name, Some(token)).await;
-                    let _ = written;
-                    if let Ok(stored) = writer.create(&item, Some(token)).await {
+                    let fenced = writer.fenced(token);
+                    let _ = fenced.delete(&name).await;
+                    if let Ok(stored) = fenced.create(item).await {
                         let _ = log.send(Logged {
                             token,
                             revision: stored.version.get(),
@@ -498,10 +503,11 @@ async fn a_fenced_write_after_the_local_deadline_is_refused() {
     let (proxy, through) = through_proxy(&etcd).await;
     let a = candidate(through, "a");
     // The writer reaches etcd directly: only the election is cut off.
-    let writer = source(client(&etcd).await).writer().fenced_by(&a);
+    let writer = source(client(&etcd).await).client_fenced_by(&a);
     let token = within("a to win", LIMIT, a.campaign()).await.unwrap();
     writer
-        .create(&Item::new("x", 1), Some(token))
+        .fenced(token)
+        .create(Item::new("x", 1))
         .await
         .unwrap();
     proxy.blackhole(true);
@@ -509,12 +515,12 @@ async fn a_fenced_write_after_the_local_deadline_is_refused() {
     // The lease still lives on the server (it outlasts the renew
     // deadline), so etcd alone would accept the write.
     assert!(matches!(
-        writer.create(&Item::new("y", 1), Some(token)).await,
-        Err(WriteError::Fenced { token: t }) if t == token
+        writer.fenced(token).create(Item::new("y", 1)).await,
+        Err(ClientError::Fenced { token: t }) if t == token
     ));
     assert!(matches!(
-        writer.delete_key(&"x".to_owned(), Some(token)).await,
-        Err(WriteError::Fenced { .. })
+        writer.fenced(token).delete(&"x".to_owned()).await,
+        Err(ClientError::Fenced { .. })
     ));
 }
 

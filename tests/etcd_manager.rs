@@ -59,15 +59,12 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
     )
     .unwrap();
     let mut set = sets
-        .writer()
-        .create(
-            &ReplicaSet {
-                name: "web".into(),
-                replicas: 5,
-                version: tend::Revision::ZERO,
-            },
-            None,
-        )
+        .client()
+        .create(ReplicaSet {
+            name: "web".into(),
+            replicas: 5,
+            version: tend::Revision::ZERO,
+        })
         .await
         .unwrap();
     let mut replicas = Vec::new();
@@ -92,7 +89,7 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
         .unwrap()
         .expect("someone leads");
     set.replicas = 9;
-    set = sets.writer().update(&set, None).await.unwrap();
+    set = sets.client().update(set).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let index = replicas.iter().position(|(id, _)| *id == leader).unwrap();
     let (_, killed) = replicas.remove(index);
@@ -115,11 +112,15 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
     // Chaos under the new leader: pods deleted behind its back come back.
     let listed = pod_source.list().await.unwrap();
     for pod in listed.objects.iter().take(3) {
-        pod_source.writer().delete(pod, None).await.unwrap();
+        pod_source
+            .client()
+            .delete_at(&pod.name, pod.version)
+            .await
+            .unwrap();
     }
     converge(&pod_source, 9, "9 pods after chaos").await;
     set.replicas = 4;
-    sets.writer().update(&set, None).await.unwrap();
+    sets.client().update(set).await.unwrap();
     converge(&pod_source, 4, "4 pods after scaling down").await;
     let final_pods = pod_source.list().await.unwrap().objects;
     assert!(final_pods.iter().all(|p| p.owner == "web"));

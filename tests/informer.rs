@@ -23,8 +23,10 @@ const STEP: Duration = Duration::from_secs(5);
 
 fn seeded(names: &[&str]) -> MemoryStore<Pod> {
     let store = MemoryStore::new("pods");
+    let client = store.client();
     for name in names {
-        store.create(Pod::new(*name, "x", 1)).unwrap();
+        // The memory client completes at once: no runtime needed.
+        futures::executor::block_on(client.create(Pod::new(*name, "x", 1))).unwrap();
     }
     store
 }
@@ -38,10 +40,10 @@ fn key(name: &str) -> String {
 }
 
 /// Updates `name`'s status (a new version).
-fn touch(store: &MemoryStore<Pod>, name: &str) -> Pod {
+async fn touch(store: &MemoryStore<Pod>, name: &str) -> Pod {
     let mut pod = store.get(&key(name)).expect("pod exists");
     pod.status += 1;
-    store.update(pod).unwrap()
+    store.client().update(pod).await.unwrap()
 }
 
 async fn synced_and_watching(informer: &Informer<Pod>, store: &MemoryStore<Pod>, watches: u64) {
@@ -66,7 +68,11 @@ fn assert_cache_matches(informer: &Informer<Pod>, store: &MemoryStore<Pod>) {
 async fn initial_sync_caches_every_object_and_delivers_initial_events() {
     let store = MemoryStore::new("pods");
     for i in 0..100 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     let informer = informer(&store);
     let (recorder, subscription) = Recorder::subscribe(&informer);
@@ -96,9 +102,9 @@ async fn live_creates_updates_and_deletes_reach_the_cache_and_subscribers() {
     synced_and_watching(&informer, &store, 1).await;
     recorder.take();
 
-    store.create(Pod::new("c", "x", 1)).unwrap();
-    touch(&store, "a");
-    store.delete(&key("b")).unwrap();
+    store.client().create(Pod::new("c", "x", 1)).await.unwrap();
+    touch(&store, "a").await;
+    store.client().delete(&key("b")).await.unwrap();
     wait_until("three changes applied", STEP, || {
         informer.stats().events_applied == 3
     })
@@ -141,7 +147,11 @@ async fn bookmarks_advance_the_revision() {
     let running = Running::start(&informer);
     synced_and_watching(&informer, &store, 1).await;
 
-    store.create(Pod::new("lost", "x", 1)).unwrap();
+    store
+        .client()
+        .create(Pod::new("lost", "x", 1))
+        .await
+        .unwrap();
     store.bookmark();
     wait_until("the bookmark's revision", STEP, || {
         informer.stats().revision == Revision::new(2)
@@ -164,9 +174,9 @@ async fn a_relist_after_compaction_emits_the_missed_deletes_and_updates() {
     recorder.take();
 
     // Made and compacted away before the informer's task runs again.
-    touch(&store, "a");
-    store.delete(&key("b")).unwrap();
-    store.create(Pod::new("c", "x", 1)).unwrap();
+    touch(&store, "a").await;
+    store.client().delete(&key("b")).await.unwrap();
+    store.client().create(Pod::new("c", "x", 1)).await.unwrap();
     store.compact();
     wait_until("the relist", STEP, || informer.stats().relists == 1).await;
     wait_until("three events", STEP, || recorder.len() == 3).await;
@@ -199,7 +209,11 @@ async fn a_relist_after_compaction_emits_the_missed_deletes_and_updates() {
 async fn a_late_subscriber_gets_the_cache_as_initial_then_live_events() {
     let store = MemoryStore::new("pods");
     for i in 0..50 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     let informer = informer(&store);
     let running = Running::start(&informer);
@@ -222,7 +236,7 @@ async fn a_late_subscriber_gets_the_cache_as_initial_then_live_events() {
             .all(|event| matches!(event, Seen::Initial(..)))
     );
 
-    touch(&store, "p7");
+    touch(&store, "p7").await;
     wait_until("the live event", STEP, || recorder.len() == 1).await;
     assert_eq!(
         recorder.take(),
@@ -239,7 +253,11 @@ async fn a_late_subscriber_gets_the_cache_as_initial_then_live_events() {
 async fn a_subscriber_added_during_live_traffic_sees_every_change_exactly_once() {
     let store = MemoryStore::new("pods");
     for i in 0..500 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     let informer = informer(&store);
     let running = Running::start(&informer);
@@ -252,9 +270,9 @@ async fn a_subscriber_added_during_live_traffic_sees_every_change_exactly_once()
             for round in 0..20_000 {
                 let name = format!("p{}", rng.usize(0..600));
                 match store.get(&name) {
-                    Some(_) if round % 7 == 0 => drop(store.delete(&name)),
-                    Some(_) => drop(touch(&store, &name)),
-                    None => drop(store.create(Pod::new(name, "x", 1))),
+                    Some(_) if round % 7 == 0 => drop(store.client().delete(&name).await),
+                    Some(_) => drop(touch(&store, &name).await),
+                    None => drop(store.client().create(Pod::new(name, "x", 1)).await),
                 }
                 if round % 64 == 0 {
                     tokio::task::yield_now().await;
@@ -331,9 +349,9 @@ async fn the_relist_timer_repairs_events_the_source_lost() {
     synced_and_watching(&informer, &store, 1).await;
     recorder.take();
 
-    store.create(Pod::new("c", "x", 1)).unwrap();
-    store.delete(&key("a")).unwrap();
-    touch(&store, "b");
+    store.client().create(Pod::new("c", "x", 1)).await.unwrap();
+    store.client().delete(&key("a")).await.unwrap();
+    touch(&store, "b").await;
     tokio::time::sleep_until(start + Duration::from_secs(53)).await;
     assert_eq!(
         cache_versions(&informer).len(),
@@ -456,7 +474,7 @@ async fn duration_max_timers_never_fire() {
     // A day later, only the initial object was delivered.
     tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
     assert_eq!(recorder.len(), 1);
-    touch(&store, "a");
+    touch(&store, "a").await;
     wait_until("the change", STEP, || recorder.len() == 2).await;
     assert_eq!(store.stats().lists, 1, "no relist");
     assert_eq!(informer.stats().resyncs, 0);
@@ -514,7 +532,7 @@ async fn repeated_watch_failures_lead_to_a_relist() {
     })
     .await;
 
-    store.create(Pod::new("b", "x", 1)).unwrap();
+    store.client().create(Pod::new("b", "x", 1)).await.unwrap();
     wait_until("the live change", STEP, || informer.store().len() == 2).await;
     assert_eq!(informer.stats().lists, 2);
     running.stop().await;
@@ -589,7 +607,7 @@ async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_
 
     tokio::time::sleep(STEP).await;
     let changed = Instant::now();
-    touch(&store, "a");
+    touch(&store, "a").await;
     wait_until("the change", STEP, || {
         informer.stats().last_progress >= Some(changed)
     })
@@ -665,7 +683,11 @@ async fn a_cut_watch_resumes_from_the_last_seen_revision_without_relisting() {
     synced_and_watching(&informer, &store, 1).await;
 
     for i in 0..7 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     wait_until("every change", Duration::from_secs(120), || {
         informer.store().len() == 8
@@ -697,10 +719,10 @@ async fn duplicated_and_reordered_changes_are_ignored_and_counted() {
     synced_and_watching(&informer, &store, 1).await;
 
     for round in 0..60 {
-        touch(&store, ["a", "b", "c"][round % 3]);
+        touch(&store, ["a", "b", "c"][round % 3]).await;
         if round % 10 == 0 {
-            store.delete(&key("c")).unwrap();
-            store.create(Pod::new("c", "x", 1)).unwrap();
+            store.client().delete(&key("c")).await.unwrap();
+            store.client().create(Pod::new("c", "x", 1)).await.unwrap();
         }
     }
     let target = store.revision();
@@ -725,7 +747,7 @@ async fn the_transform_runs_before_caching() {
     let store = MemoryStore::new("pods");
     let mut pod = Pod::new("a", "x", 1);
     pod.status = 42;
-    store.create(pod).unwrap();
+    store.client().create(pod).await.unwrap();
     let informer = Informer::builder(store.clone())
         .transform(|mut pod: Pod| {
             pod.status = 0;
@@ -739,7 +761,7 @@ async fn the_transform_runs_before_caching() {
 
     let mut pod = store.get(&key("a")).unwrap();
     pod.status = 43;
-    store.update(pod).unwrap();
+    store.client().update(pod).await.unwrap();
     wait_until("the update", STEP, || informer.stats().events_applied == 1).await;
     let cached = informer.store().get(&key("a")).unwrap();
     assert_eq!((cached.status, cached.version), (0, Revision::new(2)));
@@ -749,9 +771,21 @@ async fn the_transform_runs_before_caching() {
 #[tokio::test(start_paused = true)]
 async fn indexes_follow_creates_updates_and_deletes() {
     let store = MemoryStore::new("pods");
-    store.create(Pod::new("a", "rs1", 1)).unwrap();
-    store.create(Pod::new("b", "rs1", 1)).unwrap();
-    store.create(Pod::new("c", "rs2", 1)).unwrap();
+    store
+        .client()
+        .create(Pod::new("a", "rs1", 1))
+        .await
+        .unwrap();
+    store
+        .client()
+        .create(Pod::new("b", "rs1", 1))
+        .await
+        .unwrap();
+    store
+        .client()
+        .create(Pod::new("c", "rs2", 1))
+        .await
+        .unwrap();
     let informer = Informer::builder(store.clone())
         .index("by_owner", by_owner)
         .build()
@@ -773,8 +807,8 @@ async fn indexes_follow_creates_updates_and_deletes() {
 
     let mut moved = store.get(&key("b")).unwrap();
     moved.owner = "rs2".into();
-    store.update(moved).unwrap();
-    store.delete(&key("a")).unwrap();
+    store.client().update(moved).await.unwrap();
+    store.client().delete(&key("a")).await.unwrap();
     wait_until("two changes", STEP, || informer.stats().events_applied == 2).await;
     assert_eq!(names("rs1"), Vec::<String>::new());
     assert_eq!(names("rs2"), ["b", "c"]);
@@ -881,8 +915,8 @@ async fn a_stopped_informer_relists_when_run_again() {
     running.stop().await;
     recorder.take();
 
-    store.delete(&key("a")).unwrap();
-    store.create(Pod::new("c", "x", 1)).unwrap();
+    store.client().delete(&key("a")).await.unwrap();
+    store.client().create(Pod::new("c", "x", 1)).await.unwrap();
     let running = Running::start(&informer);
     wait_until("the relist", STEP, || informer.stats().relists == 1).await;
     assert_cache_matches(&informer, &store);
@@ -914,7 +948,7 @@ async fn a_dropped_subscription_receives_nothing_more() {
     recorder.take();
     other.take();
 
-    touch(&store, "a");
+    touch(&store, "a").await;
     wait_until("the other subscriber's event", STEP, || other.len() == 1).await;
     assert_eq!(recorder.len(), 0);
     running.stop().await;
@@ -941,7 +975,9 @@ async fn chaos(
     let store = MemoryStore::with_history("pods", NonZeroUsize::new(CHAOS_WRITES * 2).unwrap());
     for i in 0..CHAOS_KEYS {
         store
+            .client()
             .create(Pod::new(format!("p{i}"), format!("o{}", i % 100), 1))
+            .await
             .unwrap();
     }
     store
@@ -970,15 +1006,15 @@ async fn chaos(
     for round in 0..CHAOS_WRITES {
         let name = format!("p{}", rng.usize(0..CHAOS_KEYS));
         match store.get(&name) {
-            Some(_) if rng.u8(0..10) == 0 => drop(store.delete(&name)),
+            Some(_) if rng.u8(0..10) == 0 => drop(store.client().delete(&name).await),
             Some(mut pod) => {
                 pod.status += 1;
                 if rng.bool() {
                     pod.owner = format!("o{}", rng.usize(0..100));
                 }
-                store.update(pod).unwrap();
+                store.client().update(pod).await.unwrap();
             }
-            None => drop(store.create(Pod::new(name, "o0", 1))),
+            None => drop(store.client().create(Pod::new(name, "o0", 1)).await),
         }
         if round % 1_000 == 0 {
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1179,7 +1215,7 @@ mod state_machine {
                     pod.status = store.revision().get();
                     store.put(pod);
                 }
-                Op::Delete { key } => drop(store.delete(&format!("k{key}"))),
+                Op::Delete { key } => drop(store.client().delete(&format!("k{key}")).await),
                 Op::Run { millis } => {
                     tokio::time::sleep(Duration::from_millis(u64::from(millis))).await;
                     check_indexes(&informer)?;
@@ -1235,7 +1271,7 @@ async fn the_reconnect_backoff_doubles_then_resets_after_two_healthy_minutes() {
     // Four changes already in the history: every watch delivers one, is cut,
     // and the informer backs off before the next.
     for name in ["b", "c", "d", "e"] {
-        store.create(Pod::new(name, "x", 1)).unwrap();
+        store.client().create(Pod::new(name, "x", 1)).await.unwrap();
     }
     let mut opened = vec![Instant::now()];
     for watches in 2..=5 {
@@ -1259,7 +1295,7 @@ async fn the_reconnect_backoff_doubles_then_resets_after_two_healthy_minutes() {
     // The fifth watch stays up for three minutes before it is cut: the next
     // delay starts again from 800 ms (it would be 12.8 s otherwise).
     tokio::time::sleep(Duration::from_secs(180)).await;
-    store.create(Pod::new("f", "x", 1)).unwrap();
+    store.client().create(Pod::new("f", "x", 1)).await.unwrap();
     let cut = Instant::now();
     wait_until("the sixth watch", Duration::from_secs(60), || {
         store.stats().watches == 6

@@ -7,7 +7,8 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tend::memory::{FaultError, Faults, InjectedFault, MemoryStore, WriteError};
+use tend::client::ClientError;
+use tend::memory::{FaultError, Faults, InjectedFault, MemoryStore};
 use tend::{Change, Revision, Source, SourceError, WatchStream};
 
 use support::{Pod, within};
@@ -44,46 +45,42 @@ fn describe_all(items: &[Result<Change<Pod>, SourceError>]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn writes_get_increasing_revisions_and_versions() {
+#[tokio::test]
+async fn writes_get_increasing_revisions_and_versions() {
     let store = store();
-    let a = store.create(Pod::new("a", "x", 1)).unwrap();
-    let b = store.create(Pod::new("b", "x", 1)).unwrap();
+    let a = store.client().create(Pod::new("a", "x", 1)).await.unwrap();
+    let b = store.client().create(Pod::new("b", "x", 1)).await.unwrap();
     assert_eq!((a.version, b.version), (Revision::new(1), Revision::new(2)));
     let mut a2 = a;
     a2.status = 7;
-    let a2 = store.update(a2).unwrap();
+    let a2 = store.client().update(a2).await.unwrap();
     assert_eq!(a2.version, Revision::new(3));
-    let deleted = store.delete(&"b".to_string()).unwrap();
-    assert_eq!(
-        deleted.version,
-        Revision::new(2),
-        "delete returns the last state"
-    );
+    let deleted = store.client().delete(&"b".to_string()).await.unwrap();
+    assert_eq!(deleted, Revision::new(4), "delete returns its revision");
     assert_eq!(store.revision(), Revision::new(4));
     assert_eq!(store.len(), 1);
     assert_eq!(store.get(&"a".to_string()), Some(a2));
 }
 
-#[test]
-fn an_update_naming_a_stale_version_fails_and_changes_nothing() {
+#[tokio::test]
+async fn an_update_naming_a_stale_version_fails_and_changes_nothing() {
     let store = store();
-    let stored = store.create(Pod::new("a", "x", 1)).unwrap();
+    let stored = store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     let mut fresh = stored.clone();
     fresh.status = 1;
-    store.update(fresh).unwrap();
+    store.client().update(fresh).await.unwrap();
     let before = (store.revision(), store.get(&"a".to_string()));
 
     let mut stale = stored;
     stale.status = 2;
-    let error = store.update(stale).unwrap_err();
-    assert_eq!(
-        error,
-        WriteError::Conflict {
-            key: "\"a\"".into(),
-            expected: Revision::new(1),
-            actual: Revision::new(2)
-        }
+    let error = store.client().update(stale).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            ClientError::Conflict { key, expected, actual }
+                if key == "\"a\"" && *expected == Revision::new(1) && *actual == Revision::new(2)
+        ),
+        "{error:?}"
     );
     assert_eq!(
         error.to_string(),
@@ -92,40 +89,48 @@ fn an_update_naming_a_stale_version_fails_and_changes_nothing() {
     assert_eq!((store.revision(), store.get(&"a".to_string())), before);
 }
 
-#[test]
-fn a_delete_naming_a_stale_version_fails_and_changes_nothing() {
+#[tokio::test]
+async fn a_delete_naming_a_stale_version_fails_and_changes_nothing() {
     let store = store();
-    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     let error = store
-        .delete_version(&"a".to_string(), Revision::new(9))
+        .client()
+        .delete_at(&"a".to_string(), Revision::new(9))
+        .await
         .unwrap_err();
-    assert!(matches!(error, WriteError::Conflict { .. }), "{error}");
+    assert!(matches!(error, ClientError::Conflict { .. }), "{error}");
     assert_eq!(store.len(), 1);
     assert_eq!(store.revision(), Revision::new(1));
     store
-        .delete_version(&"a".to_string(), Revision::new(1))
+        .client()
+        .delete_at(&"a".to_string(), Revision::new(1))
+        .await
         .unwrap();
     assert!(store.is_empty());
 }
 
-#[test]
-fn writes_to_missing_or_taken_keys_fail_with_typed_errors() {
+#[tokio::test]
+async fn writes_to_missing_or_taken_keys_fail_with_typed_errors() {
     let store = store();
     let missing = "nope".to_string();
     assert!(matches!(
-        store.update(Pod::new("nope", "x", 1)),
-        Err(WriteError::NotFound { .. })
+        store.client().update(Pod::new("nope", "x", 1)).await,
+        Err(ClientError::NotFound { .. })
     ));
     assert!(matches!(
-        store.delete(&missing),
-        Err(WriteError::NotFound { .. })
+        store.client().delete(&missing).await,
+        Err(ClientError::NotFound { .. })
     ));
     assert!(matches!(
-        store.delete_version(&missing, Revision::new(1)),
-        Err(WriteError::NotFound { .. })
+        store.client().delete_at(&missing, Revision::new(1)).await,
+        Err(ClientError::NotFound { .. })
     ));
-    store.create(Pod::new("a", "x", 1)).unwrap();
-    let error = store.create(Pod::new("a", "y", 2)).unwrap_err();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
+    let error = store
+        .client()
+        .create(Pod::new("a", "y", 2))
+        .await
+        .unwrap_err();
     assert_eq!(error.to_string(), "object \"a\" already exists");
     assert_eq!(
         store.revision(),
@@ -134,18 +139,18 @@ fn writes_to_missing_or_taken_keys_fail_with_typed_errors() {
     );
 }
 
-#[test]
-fn generation_moves_only_when_the_spec_changes() {
+#[tokio::test]
+async fn generation_moves_only_when_the_spec_changes() {
     let store = store();
-    let pod = store.create(Pod::new("a", "x", 1)).unwrap();
+    let pod = store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     assert_eq!(pod.generation, 1);
     let mut status_only = pod;
     status_only.status = 5;
-    let pod = store.update(status_only).unwrap();
+    let pod = store.client().update(status_only).await.unwrap();
     assert_eq!(pod.generation, 1, "status change keeps the generation");
     let mut spec = pod;
     spec.spec = 2;
-    let pod = store.update(spec).unwrap();
+    let pod = store.client().update(spec).await.unwrap();
     assert_eq!(pod.generation, 2, "spec change bumps the generation");
     let mut put = pod;
     put.spec = 3;
@@ -157,7 +162,7 @@ fn generation_moves_only_when_the_spec_changes() {
 async fn list_returns_every_object_at_the_current_revision_and_is_counted() {
     let store = store();
     for name in ["a", "b", "c"] {
-        store.create(Pod::new(name, "x", 1)).unwrap();
+        store.client().create(Pod::new(name, "x", 1)).await.unwrap();
     }
     let snapshot = store.list().await.unwrap();
     assert_eq!(snapshot.revision, Revision::new(3));
@@ -193,14 +198,14 @@ async fn failing_lists_fail_with_an_injected_fault_then_recover() {
 #[tokio::test(start_paused = true)]
 async fn watch_delivers_every_change_after_the_revision_in_order() {
     let store = store();
-    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     let from = store.revision();
-    store.create(Pod::new("b", "x", 1)).unwrap();
+    store.client().create(Pod::new("b", "x", 1)).await.unwrap();
     let mut stream = store.watch(from).await.unwrap();
     let mut a = store.get(&"a".to_string()).unwrap();
     a.status = 1;
-    store.update(a).unwrap();
-    store.delete(&"b".to_string()).unwrap();
+    store.client().update(a).await.unwrap();
+    store.client().delete(&"b".to_string()).await.unwrap();
     let items = take(&mut stream, 3).await;
     assert_eq!(describe_all(&items), ["+b@2", "+a@3", "-b@4"]);
     // Live: a write made while the stream waits wakes it.
@@ -208,7 +213,7 @@ async fn watch_delivers_every_change_after_the_revision_in_order() {
         let store = store.clone();
         async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            store.create(Pod::new("c", "x", 1)).unwrap();
+            store.client().create(Pod::new("c", "x", 1)).await.unwrap();
         }
     });
     assert_eq!(describe_all(&take(&mut stream, 1).await), ["+c@5"]);
@@ -219,7 +224,7 @@ async fn watch_delivers_every_change_after_the_revision_in_order() {
 async fn watch_from_a_compacted_revision_is_expired() {
     let store = store();
     for name in ["a", "b", "c"] {
-        store.create(Pod::new(name, "x", 1)).unwrap();
+        store.client().create(Pod::new(name, "x", 1)).await.unwrap();
     }
     store.compact_to(Revision::new(2));
     assert_eq!(store.compacted(), Revision::new(2));
@@ -240,9 +245,9 @@ async fn watch_from_a_compacted_revision_is_expired() {
 #[tokio::test(start_paused = true)]
 async fn a_watcher_left_behind_by_compaction_gets_expired_then_the_end() {
     let store = store();
-    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     let mut stream = store.watch(Revision::ZERO).await.unwrap();
-    store.create(Pod::new("b", "x", 1)).unwrap();
+    store.client().create(Pod::new("b", "x", 1)).await.unwrap();
     store.compact();
     let item = within("the expiry", STEP, stream.next()).await.unwrap();
     assert!(item.unwrap_err().is_expired());
@@ -253,7 +258,11 @@ async fn a_watcher_left_behind_by_compaction_gets_expired_then_the_end() {
 async fn the_history_window_is_bounded() {
     let store = MemoryStore::with_history("pods", NonZeroUsize::new(3).unwrap());
     for i in 0..10 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     assert_eq!(store.compacted(), Revision::new(7));
     assert!(store.watch(Revision::new(6)).await.is_err());
@@ -267,7 +276,7 @@ async fn the_history_window_is_bounded() {
 #[tokio::test(start_paused = true)]
 async fn bookmarks_reach_watchers_that_caught_up() {
     let store = store();
-    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     let mut stream = store.watch(Revision::ZERO).await.unwrap();
     store.bookmark();
     assert_eq!(describe_all(&take(&mut stream, 2).await), ["+a@1", "#1"]);
@@ -283,7 +292,11 @@ async fn a_watch_is_cut_after_n_events() {
         })
         .unwrap();
     for i in 0..5 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     let mut stream = store.watch(Revision::ZERO).await.unwrap();
     let items = take(&mut stream, 3).await;
@@ -300,7 +313,11 @@ async fn faulty_delivery(faults: Faults) -> Vec<String> {
     let store = store();
     store.set_faults(faults).unwrap();
     for i in 0..200 {
-        store.create(Pod::new(format!("p{i}"), "x", 1)).unwrap();
+        store
+            .client()
+            .create(Pod::new(format!("p{i}"), "x", 1))
+            .await
+            .unwrap();
     }
     let mut stream = store.watch(Revision::ZERO).await.unwrap();
     store.bookmark();
@@ -424,7 +441,7 @@ async fn a_held_back_change_is_delivered_before_the_bookmark_that_covers_it() {
         })
         .unwrap();
     let mut stream = store.watch(Revision::ZERO).await.unwrap();
-    store.create(Pod::new("a", "x", 1)).unwrap();
+    store.client().create(Pod::new("a", "x", 1)).await.unwrap();
     store.bookmark();
     let items = take(&mut stream, 2).await;
     assert_eq!(describe_all(&items), ["+a@1", "#1"]);

@@ -54,12 +54,12 @@ impl Reconciler<Item> for Arc<Keeps> {
 }
 
 fn create(items: &MemoryStore<Item>, name: &str) {
-    items
-        .create(Item {
-            name: name.to_owned(),
-            version: Revision::ZERO,
-        })
-        .expect("a fresh name");
+    let item = Item {
+        name: name.to_owned(),
+        version: Revision::ZERO,
+    };
+    // The memory client completes at once: no runtime needed.
+    futures::executor::block_on(items.client().create(item)).expect("a fresh name");
 }
 
 /// One worker, a one-second reconcile timeout, a long shutdown grace.

@@ -146,7 +146,7 @@ async fn requeue_waits_the_keys_backoff_and_reports_a_requeue() {
             Action::Done
         }
     });
-    items.create(item("a")).expect("created");
+    items.client().create(item("a")).await.expect("created");
     harness.settle(LIMIT).await.expect("settled");
     let runs = script.runs("a");
     assert_eq!(runs.len(), 4, "{runs:?}");
@@ -175,7 +175,7 @@ async fn requeue_waits_the_keys_backoff_and_reports_a_requeue() {
     );
     // Done reset the backoff: the next change is a first attempt.
     let current = items.get(&"a".to_owned()).expect("exists");
-    items.update(current).expect("updated");
+    items.client().update(current).await.expect("updated");
     harness.settle(LIMIT).await.expect("settled");
     assert_eq!(script.runs("a").last().map(|run| run.attempt), Some(1));
     harness.shutdown().await.expect("clean");
@@ -195,12 +195,12 @@ async fn zero_requeue_delay() {
             Action::Done
         }
     });
-    items.create(item("loop")).expect("created");
+    items.client().create(item("loop")).await.expect("created");
     wait_until("the loop ran 10 times", LIMIT, || {
         script.runs("loop").len() >= 10
     })
     .await;
-    items.create(item("other")).expect("created");
+    items.client().create(item("other")).await.expect("created");
     wait_until("the other key reconciled", LIMIT, || {
         !script.runs("other").is_empty()
     })
@@ -224,7 +224,7 @@ impl Reconciler<Item> for Rewrites {
 
     async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Self::Error> {
         if let Some(object) = ctx.object() {
-            let _ = self.0.update((**object).clone());
+            let _ = self.0.client().update((**object).clone()).await;
         }
         Ok(Action::Done)
     }
@@ -244,7 +244,7 @@ fn settle_returns_within_its_bound_when_the_runtime_never_idles() {
                 .build()
                 .expect("valid"),
         );
-        items.create(item("a")).expect("created");
+        items.client().create(item("a")).await.expect("created");
         within("settle", LIMIT, harness.settle(Duration::from_secs(1))).await
     });
     match settled {
@@ -279,7 +279,7 @@ fn a_requeue_through_a_limiter_that_answers_zero_is_no_busy_loop() {
         let mut harness = Harness::new();
         harness.informer(&informer);
         harness.controller(controller);
-        items.create(item("a")).expect("created");
+        items.client().create(item("a")).await.expect("created");
         harness.settle(LIMIT).await.expect("settled");
         let runs = script.runs("a");
         assert_eq!(runs.len(), 51);
@@ -318,7 +318,11 @@ async fn fresh_change_among_background_retries(requeue: bool) -> Vec<String> {
             if key == "bg-00" {
                 // Waits for the fresh change to reach the queue (a waiting
                 // reconcile hands the rest of its run back).
-                self.items.create(item("fresh")).expect("created");
+                self.items
+                    .client()
+                    .create(item("fresh"))
+                    .await
+                    .expect("created");
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             self.order.lock().expect("not poisoned").push(key);
@@ -327,7 +331,11 @@ async fn fresh_change_among_background_retries(requeue: bool) -> Vec<String> {
     }
     let items = MemoryStore::new("items");
     for i in 0..40 {
-        items.create(item(&format!("bg-{i:02}"))).expect("created");
+        items
+            .client()
+            .create(item(&format!("bg-{i:02}")))
+            .await
+            .expect("created");
     }
     let informer = Informer::builder(items.clone()).build().expect("valid");
     let reconciler = Arc::new(FailsFirst {

@@ -56,11 +56,13 @@ async fn the_reconcile_span_names_the_controller_key_attempt_and_triggers() {
             .build()
             .expect("valid"),
     );
-    sets.create(Set {
-        name: "a".into(),
-        version: Revision::ZERO,
-    })
-    .expect("created");
+    sets.client()
+        .create(Set {
+            name: "a".into(),
+            version: Revision::ZERO,
+        })
+        .await
+        .expect("created");
     support::wait_until("the retry", Duration::from_secs(60), || {
         reconciler.0.load(Ordering::SeqCst) == 2
     })

@@ -84,7 +84,10 @@ async fn settles_when_only_timers_are_left() {
         queue,
         finished,
     } = setup();
-    jobs.create(job("a", false)).expect("created");
+    jobs.client()
+        .create(job("a", false))
+        .await
+        .expect("created");
     let start = Instant::now();
     harness
         .settle(Duration::from_secs(10))
@@ -114,7 +117,10 @@ async fn a_stuck_reconcile_is_reported_by_name() {
     let Setup {
         jobs, mut harness, ..
     } = setup();
-    jobs.create(job("stuck", true)).expect("created");
+    jobs.client()
+        .create(job("stuck", true))
+        .await
+        .expect("created");
     let err = harness
         .settle(Duration::from_secs(10))
         .await

@@ -43,11 +43,14 @@
 //!
 //! # Writes
 //!
-//! An [`EtcdWriter`] creates, updates and deletes in transactions that
-//! compare the stored `mod_revision` first ([`WriteError::Conflict`], nothing
-//! written) and, given a fencing token, the election's leader key
-//! ([`WriteError::Fenced`]): a deposed leader's late write fails instead of
-//! landing.
+//! [`EtcdSource::client`] is a [`Client`](crate::client::Client), the same
+//! type as on every backend: it creates, updates and deletes in
+//! transactions that compare the stored `mod_revision` first
+//! ([`ClientError::Conflict`](crate::client::ClientError::Conflict), nothing
+//! written) and, for a client from [`EtcdSource::client_fenced_by`] given a
+//! fencing token, the election's leader key
+//! ([`ClientError::Fenced`](crate::client::ClientError::Fenced)): a deposed
+//! leader's late write fails instead of landing.
 //!
 //! # Leader election
 //!
@@ -80,19 +83,19 @@
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = etcd_client::Client::connect(["http://127.0.0.1:2379"], None).await?;
 //! let pods = EtcdSource::<Pod>::builder("pods", client, "/demo/pods/").build();
-//! let writer = pods.writer();
+//! let client = pods.client();
 //! let pod = Pod { name: "web-1".into(), node: "node-0".into(), version: Revision::ZERO };
-//! let pod = writer.create(&pod, None).await?;
+//! let pod = client.create(pod).await?;
 //! let informer = Informer::builder(pods).build()?;
 //! # drop((pod, informer)); Ok(()) }
 //! ```
 
+mod client;
 mod codec;
 mod config;
 mod election;
 mod source;
 mod watch;
-mod writer;
 
 pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
 pub use self::config::{ElectionConfig, ElectionConfigError};
@@ -101,7 +104,6 @@ pub use self::source::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_REQUEST_TIMEOUT, EtcdSource,
     EtcdSourceBuilder, SkippedEntry,
 };
-pub use self::writer::{EtcdWriter, WriteError};
 pub use etcd_client;
 
 /// The largest gRPC message decoded (tonic's default of 4 MiB is too small

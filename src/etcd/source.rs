@@ -15,7 +15,6 @@ use serde::de::DeserializeOwned;
 
 use super::codec::{DecodeError, EncodeError, KeyCodec, TextKeys, decode_value, revision};
 use super::watch;
-use super::writer::EtcdWriter;
 use super::{EtcdKey, MAX_MESSAGE_BYTES, prefix_end, range_start};
 use crate::source::{Object, Revision, Snapshot, Source, SourceError};
 
@@ -42,14 +41,14 @@ pub struct EtcdSource<O: Object> {
 }
 
 /// The configuration and counters shared by a source, its watch streams
-/// and its writers.
+/// and its clients.
 pub(super) struct Shared<O: Object> {
     pub(super) name: Arc<str>,
     pub(super) client: Client,
     pub(super) prefix: Vec<u8>,
     pub(super) codec: Arc<dyn KeyCodec<O::Key>>,
     page_size: NonZeroU32,
-    max_value_bytes: usize,
+    pub(super) max_value_bytes: usize,
     pub(super) request_timeout: Duration,
     decode_errors: AtomicU64,
     /// Entries skipped now, by etcd key, with why.
@@ -140,12 +139,6 @@ where
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
-    }
-
-    /// A writer for the objects of this source (same prefix, same codec).
-    #[must_use]
-    pub fn writer(&self) -> EtcdWriter<O> {
-        EtcdWriter::new(Arc::clone(&self.shared))
     }
 
     /// The etcd key an object with `key` is stored under.

@@ -178,7 +178,7 @@ pub enum InformerError {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let lights = MemoryStore::new("lights");
-/// lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO })?;
+/// lights.client().create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
 ///
 /// let informer = Informer::builder(lights.clone()).build()?;
 /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -259,3 +259,12 @@ impl Drop for InProcessCandidate {
         self.election.release(self.id);
     }
 }
+
+/// A memory backend fenced by the election
+/// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
+/// takes a write only while its token is the leader's.
+impl crate::client::Fencing for InProcessElection {
+    fn is_current(&self, token: u64) -> bool {
+        self.leader_token() == Some(token)
+    }
+}

@@ -15,6 +15,7 @@
 //! ```
 //! use std::convert::Infallible;
 //! use std::time::Duration;
+//! use tend::client::Client;
 //! use tend::controller::{Action, Context, Controller, Reconciler};
 //! use tend::memory::MemoryStore;
 //! use tend::testing::Harness;
@@ -30,12 +31,12 @@
 //! }
 //!
 //! /// Turns every light on.
-//! struct On(MemoryStore<Light>);
+//! struct On(Client<Light>);
 //! impl Reconciler<Light> for On {
 //!     type Error = Infallible;
 //!     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
 //!         if let Some(light) = ctx.object().filter(|l| !l.on) {
-//!             let _ = self.0.update(Light { on: true, ..(**light).clone() });
+//!             let _ = self.0.update(Light { on: true, ..(**light).clone() }).await;
 //!         }
 //!         Ok(Action::Done)
 //!     }
@@ -47,9 +48,9 @@
 //! let informer = Informer::builder(lights.clone()).build()?;
 //! let mut harness = Harness::new();
 //! harness.informer(&informer);
-//! harness.controller(Controller::builder("on", &informer, On(lights.clone())).build()?);
+//! harness.controller(Controller::builder("on", &informer, On(lights.client())).build()?);
 //!
-//! lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO })?;
+//! lights.client().create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
 //! harness.settle(Duration::from_secs(60)).await?;
 //! assert!(lights.get(&"hall".to_owned()).unwrap().on);
 //! harness.shutdown().await?;

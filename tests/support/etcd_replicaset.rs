@@ -9,11 +9,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
-use tend::etcd::{
-    ElectionBuildError, ElectionConfig, EtcdElection, EtcdSource, EtcdWriter, WriteError,
-    etcd_client,
-};
+use tend::etcd::{ElectionBuildError, ElectionConfig, EtcdElection, EtcdSource, etcd_client};
 use tend::manager::Manager;
 use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
@@ -66,17 +64,20 @@ type Expected = (HashSet<String>, HashSet<String>);
 /// Observe → compare → act for one replica set, every write fenced.
 struct Replicas {
     identity: String,
-    pods: EtcdWriter<Pod>,
+    pods: Client<Pod>,
     /// Pods created (or deleted) but not yet seen so in the cache.
     expected: Mutex<HashMap<String, Expected>>,
     verbose: bool,
 }
 
 impl Reconciler<ReplicaSet> for Replicas {
-    type Error = WriteError;
+    type Error = ClientError;
 
-    async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, WriteError> {
-        let token = ctx.fencing_token();
+    async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, ClientError> {
+        let pods = match ctx.fencing_token() {
+            Some(token) => self.pods.fenced(token),
+            None => self.pods.clone(),
+        };
         let cache = ctx.store::<Pod>().expect("the controller watches pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
@@ -107,7 +108,7 @@ impl Reconciler<ReplicaSet> for Replicas {
                 created_by: self.identity.clone(),
                 version: Revision::ZERO,
             };
-            let pod = self.pods.create(&pod, token).await?;
+            let pod = pods.create(pod).await?;
             self.expected
                 .lock()
                 .entry(ctx.key().clone())
@@ -117,8 +118,8 @@ impl Reconciler<ReplicaSet> for Replicas {
             did.push(format!("create {}", pod.name));
         }
         for pod in to_delete {
-            match self.pods.delete(&pod, token).await {
-                Ok(()) | Err(WriteError::NotFound { .. }) => {}
+            match pods.delete_at(&pod.name, pod.version).await {
+                Ok(_) | Err(ClientError::NotFound { .. }) => {}
                 Err(error) => return Err(error),
             }
             self.expected
@@ -134,7 +135,7 @@ impl Reconciler<ReplicaSet> for Replicas {
                 "[{}] reconcile {} (token {}): {} pods, want {}: {}",
                 self.identity,
                 ctx.key(),
-                token.unwrap_or(0),
+                pods.token().unwrap_or(0),
                 owned.len(),
                 desired,
                 did.join(", ")
@@ -179,7 +180,7 @@ pub async fn run_replica(
     let client = tend::testing::etcd::connect(&config.endpoint).await?;
     let election = election(client.clone(), &config)?;
     let pod_source = pods(client.clone());
-    let writer = pod_source.writer().fenced_by(&election);
+    let writer = pod_source.client_fenced_by(&election);
     let mut manager = Manager::builder()
         .without_signals()
         .leader_election(election)

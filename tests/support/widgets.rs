@@ -22,13 +22,14 @@ tend::impl_object!(Widget, key: name: String, version: version);
 /// A store holding widgets with the given names.
 pub fn widgets(names: &[&str]) -> MemoryStore<Widget> {
     let store = MemoryStore::new("widgets");
+    let client = store.client();
     for name in names {
-        store
-            .create(Widget {
-                name: (*name).to_owned(),
-                version: Revision::ZERO,
-            })
-            .expect("a fresh name");
+        let widget = Widget {
+            name: (*name).to_owned(),
+            version: Revision::ZERO,
+        };
+        // The memory client completes at once: no runtime needed.
+        futures::executor::block_on(client.create(widget)).expect("a fresh name");
     }
     store
 }

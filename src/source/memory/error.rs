@@ -1,40 +1,5 @@
 //! The memory backend's errors.
 
-use crate::source::Revision;
-
-/// Why a write to a [`MemoryStore`](super::MemoryStore) was refused.
-///
-/// A refused write changes nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum WriteError {
-    /// A create named a key that is already stored.
-    #[error("object {key} already exists")]
-    AlreadyExists {
-        /// The key, formatted with `Debug`.
-        key: String,
-    },
-    /// An update or delete named a key that is not stored.
-    #[error("object {key} not found")]
-    NotFound {
-        /// The key, formatted with `Debug`.
-        key: String,
-    },
-    /// An update or delete named a version that is not the stored one: the
-    /// writer read a stale object and must read it again.
-    #[error(
-        "version conflict on object {key}: expected version {expected}, stored version is {actual}"
-    )]
-    Conflict {
-        /// The key, formatted with `Debug`.
-        key: String,
-        /// The version the writer named.
-        expected: Revision,
-        /// The version stored.
-        actual: Revision,
-    },
-}
-
 /// Why [`MemoryStore::set_faults`](super::MemoryStore::set_faults) refused a
 /// configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

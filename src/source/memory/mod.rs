@@ -3,7 +3,9 @@
 //! A [`MemoryStore`] behaves like a small etcd for one object type: every
 //! write gets the next global [`Revision`], updates and deletes can name the
 //! version they expect (optimistic concurrency: a stale version fails with
-//! [`WriteError::Conflict`] and changes nothing), generations move on spec
+//! [`ClientError::Conflict`](crate::client::ClientError::Conflict) and changes
+//! nothing), fenced writes are checked against a [`Fencing`](crate::client::Fencing) authority,
+//! generations move on spec
 //! changes, and a bounded history of changes serves watches from any revision
 //! still inside it. Watching from a compacted revision fails with
 //! [`SourceError::Expired`].
@@ -16,8 +18,13 @@
 //! ([`compact`](MemoryStore::compact)). It counts list and watch calls
 //! ([`stats`](MemoryStore::stats)).
 //!
+//! Writes go through a [`Client`](crate::client::Client) ([`client`](MemoryStore::client), or
+//! [`client_fenced_by`](MemoryStore::client_fenced_by) for fenced writes),
+//! the same type as on every other backend; its calls complete at once.
+//!
 //! ```
-//! use tend::memory::{MemoryStore, WriteError};
+//! use tend::client::ClientError;
+//! use tend::memory::MemoryStore;
 //! use tend::{Object, Revision};
 //!
 //! #[derive(Clone, Debug, PartialEq)]
@@ -30,22 +37,29 @@
 //!     fn set_version(&mut self, version: Revision) { self.version = version; }
 //! }
 //!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), ClientError> {
 //! let store = MemoryStore::new("lights");
-//! let mut light = store.create(Light { room: "hall".into(), on: false, version: Revision::ZERO })?;
+//! let lights = store.client();
+//! let mut light = lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
 //! let stale = light.clone();
 //! light.on = true;
-//! store.update(light)?;
-//! assert!(matches!(store.update(stale), Err(WriteError::Conflict { .. })));
-//! # Ok::<(), WriteError>(())
+//! lights.update(light).await?;
+//! assert!(matches!(lights.update(stale).await, Err(ClientError::Conflict { .. })));
+//! assert!(store.get(&"hall".to_owned()).unwrap().on);
+//! # Ok(()) }
 //! ```
 //!
 //! # Locking
 //!
 //! One mutex guards the objects, the revision and the history; it is never
-//! held across an `.await`. Watch streams read the history under it, up to
+//! held across an `.await`. A fenced write asks its [`Fencing`](crate::client::Fencing) authority
+//! under it (so the check and the write are one step); the authority must
+//! not write to the store. Watch streams read the history under it, up to
 //! 256 changes at a time; writes wake a watch stream only when it sleeps.
 
 mod bell;
+mod client;
 mod error;
 mod faults;
 mod table;
@@ -59,7 +73,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-pub use error::{FaultError, InjectedFault, WriteError};
+pub use error::{FaultError, InjectedFault};
 pub use faults::Faults;
 
 use self::bell::Bell;
@@ -141,55 +155,14 @@ impl<O: Object> MemoryStore<O> {
         }
     }
 
-    /// Stores a new object and returns it with its version (and generation
-    /// 1) set.
-    ///
-    /// # Errors
-    ///
-    /// [`WriteError::AlreadyExists`] when the key is taken.
-    pub fn create(&self, object: O) -> Result<O, WriteError> {
-        self.write(|table| table.create(object))
-    }
-
-    /// Replaces a stored object, provided `object`'s version is the stored
-    /// one; returns it with its new version set. The generation is bumped
-    /// when [`Object::spec_changed`] says so.
-    ///
-    /// # Errors
-    ///
-    /// [`WriteError::NotFound`] when the key is not stored;
-    /// [`WriteError::Conflict`] when `object.version()` is stale.
-    pub fn update(&self, object: O) -> Result<O, WriteError> {
-        self.write(|table| table.update(object))
-    }
-
-    /// Creates or replaces an object whatever its version (a last-writer-wins
-    /// write, for simulations); returns it with its new version set.
+    /// Creates or replaces an object whatever its version and without any
+    /// fencing check: a last-writer-wins write by an outside actor, for
+    /// seeding and simulations. Controllers write through a
+    /// [`client`](Self::client). Returns the object with its new version set.
     pub fn put(&self, object: O) -> O {
         let stored = self.shared.table.lock().put(object);
         self.shared.bell.ring();
         stored
-    }
-
-    /// Deletes the object stored under `key`, whatever its version, and
-    /// returns its last state.
-    ///
-    /// # Errors
-    ///
-    /// [`WriteError::NotFound`] when the key is not stored.
-    pub fn delete(&self, key: &O::Key) -> Result<O, WriteError> {
-        self.write(|table| table.delete(key, None))
-    }
-
-    /// Deletes the object stored under `key` provided its version is
-    /// `version`, and returns its last state.
-    ///
-    /// # Errors
-    ///
-    /// [`WriteError::NotFound`] when the key is not stored;
-    /// [`WriteError::Conflict`] when `version` is stale.
-    pub fn delete_version(&self, key: &O::Key, version: Revision) -> Result<O, WriteError> {
-        self.write(|table| table.delete(key, Some(version)))
     }
 
     /// The object stored under `key`.
@@ -280,15 +253,6 @@ impl<O: Object> MemoryStore<O> {
             lists: self.shared.lists.load(Ordering::Relaxed),
             watches: self.shared.watches.load(Ordering::Relaxed),
         }
-    }
-
-    fn write(
-        &self,
-        op: impl FnOnce(&mut Table<O>) -> Result<O, WriteError>,
-    ) -> Result<O, WriteError> {
-        let stored = op(&mut self.shared.table.lock())?;
-        self.shared.bell.ring();
-        Ok(stored)
     }
 }
 

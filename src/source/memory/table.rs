@@ -8,7 +8,7 @@ use std::num::NonZeroUsize;
 
 use foldhash::fast::RandomState;
 
-use super::error::WriteError;
+use crate::client::ClientError;
 use crate::source::{Change, Object, Revision, Snapshot, SourceError};
 
 /// What a watch cursor finds next in the history.
@@ -79,30 +79,26 @@ impl<O: Object> Table<O> {
         }
     }
 
-    pub(super) fn create(&mut self, mut object: O) -> Result<O, WriteError> {
+    pub(super) fn create(&mut self, mut object: O) -> Result<O, ClientError> {
         let key = object.key();
         if self.objects.contains_key(&key) {
-            return Err(WriteError::AlreadyExists {
-                key: format!("{key:?}"),
-            });
+            return Err(ClientError::already_exists(&key));
         }
         object.set_generation(1);
         Ok(self.store(key, object))
     }
 
-    pub(super) fn update(&mut self, mut object: O) -> Result<O, WriteError> {
+    pub(super) fn update(&mut self, mut object: O) -> Result<O, ClientError> {
         let key = object.key();
         let Some(current) = self.objects.get(&key) else {
-            return Err(WriteError::NotFound {
-                key: format!("{key:?}"),
-            });
+            return Err(ClientError::not_found(&key));
         };
         if current.version() != object.version() {
-            return Err(WriteError::Conflict {
-                key: format!("{key:?}"),
-                expected: object.version(),
-                actual: current.version(),
-            });
+            return Err(ClientError::conflict(
+                &key,
+                object.version(),
+                current.version(),
+            ));
         }
         carry_generation(&mut object, current);
         Ok(self.store(key, object))
@@ -121,24 +117,18 @@ impl<O: Object> Table<O> {
         &mut self,
         key: &O::Key,
         version: Option<Revision>,
-    ) -> Result<O, WriteError> {
+    ) -> Result<Revision, ClientError> {
         let Entry::Occupied(entry) = self.objects.entry(key.clone()) else {
-            return Err(WriteError::NotFound {
-                key: format!("{key:?}"),
-            });
+            return Err(ClientError::not_found(key));
         };
         let actual = entry.get().version();
         if let Some(expected) = version.filter(|v| *v != actual) {
-            return Err(WriteError::Conflict {
-                key: format!("{key:?}"),
-                expected,
-                actual,
-            });
+            return Err(ClientError::conflict(key, expected, actual));
         }
-        let (key, removed) = entry.remove_entry();
+        let (key, _) = entry.remove_entry();
         let revision = self.bump();
         self.record(Change::Deleted { key, revision });
-        Ok(removed)
+        Ok(revision)
     }
 
     /// Forgets the history up to `revision` (clamped to the current one).

@@ -1,0 +1,105 @@
+//! `Backend`: what a backend implements so that a [`Client`](super::Client)
+//! can read and write through it.
+
+use async_trait::async_trait;
+
+use super::ClientError;
+use crate::source::{Object, Revision, Snapshot};
+
+/// The key type of a backend's objects.
+pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
+
+/// A system that stores objects of one type and writes them with optimistic
+/// concurrency and fencing; wrapped by a [`Client`](super::Client), which is
+/// what users call.
+///
+/// The memory backend ([`MemoryStore::client`](crate::memory::MemoryStore::client))
+/// and the etcd backend (`EtcdSource::client`, feature `etcd`) implement
+/// it; implement it to plug in another system. The contract, the same on
+/// every backend:
+///
+/// 1. Reads are live: [`get`](Backend::get) and [`list`](Backend::list)
+///    ask the backend, never a cache.
+/// 2. Every successful write makes one new revision, greater than any
+///    before; [`create`](Backend::create) and [`update`](Backend::update)
+///    return the object with its version set to it, [`delete`](Backend::delete)
+///    returns it.
+/// 3. [`update`](Backend::update) writes only if the object's
+///    [`version`](Object::version) is the stored one, and
+///    [`delete`](Backend::delete) only if the stored version is the one
+///    given (when one is): otherwise [`ClientError::Conflict`].
+/// 4. A write with a fencing token writes only if the token is current
+///    (checked atomically with the write, against the backend's fencing
+///    authority): otherwise [`ClientError::Fenced`]; a token given to a
+///    backend without an authority is [`ClientError::NoFencing`].
+/// 5. A refused write changes nothing.
+///
+/// # Cancel safety
+///
+/// Reads are cancel safe; dropping a write's future may or may not have
+/// written.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The type of the objects this backend stores.
+    type Object: Object;
+
+    /// A short name for errors and logs (the source's name).
+    fn name(&self) -> &str;
+
+    /// The object stored under `key` now.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unavailable`]; [`ClientError::Invalid`] when the key
+    /// has no form in the backend or the stored value cannot be decoded.
+    async fn get(&self, key: &KeyOf<Self>) -> Result<Option<Self::Object>, ClientError>;
+
+    /// Every object stored now, at one revision.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unavailable`].
+    async fn list(&self) -> Result<Snapshot<Self::Object>, ClientError>;
+
+    /// Stores a new object; returns it with its version set.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::AlreadyExists`], [`ClientError::Fenced`],
+    /// [`ClientError::NoFencing`], [`ClientError::Invalid`],
+    /// [`ClientError::Unavailable`].
+    async fn create(
+        &self,
+        object: Self::Object,
+        token: Option<u64>,
+    ) -> Result<Self::Object, ClientError>;
+
+    /// Replaces a stored object provided its version is the stored one;
+    /// returns it with its new version set.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::NotFound`], [`ClientError::Conflict`],
+    /// [`ClientError::Fenced`], [`ClientError::NoFencing`],
+    /// [`ClientError::Invalid`], [`ClientError::Unavailable`].
+    async fn update(
+        &self,
+        object: Self::Object,
+        token: Option<u64>,
+    ) -> Result<Self::Object, ClientError>;
+
+    /// Deletes the object stored under `key` (only at `version`, when
+    /// given); returns the revision of the delete.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::NotFound`], [`ClientError::Conflict`],
+    /// [`ClientError::Fenced`], [`ClientError::NoFencing`],
+    /// [`ClientError::Invalid`], [`ClientError::Unavailable`].
+    async fn delete(
+        &self,
+        key: &KeyOf<Self>,
+        version: Option<Revision>,
+        token: Option<u64>,
+    ) -> Result<Revision, ClientError>;
+}

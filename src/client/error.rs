@@ -1,0 +1,161 @@
+//! The one error type of every backend's client.
+
+use crate::source::{BoxError, Revision};
+
+/// Why a [`Client`](super::Client) call failed.
+///
+/// Every backend reports the same cases the same way, so code written and
+/// tested against the memory backend handles etcd's answers unchanged. A
+/// refused write (every variant but [`Unavailable`](Self::Unavailable))
+/// wrote nothing; after `Unavailable` the write may or may not have landed.
+///
+/// Keys are shown in their `Debug` form.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// An update or delete named a key that is not stored.
+    #[error("object {key} not found")]
+    NotFound {
+        /// The key, formatted with `Debug`.
+        key: String,
+    },
+    /// A create named a key that is already stored.
+    #[error("object {key} already exists")]
+    AlreadyExists {
+        /// The key, formatted with `Debug`.
+        key: String,
+    },
+    /// An update or delete named a version that is not the stored one: the
+    /// writer read a stale object and must read it again.
+    #[error(
+        "version conflict on object {key}: expected version {expected}, stored version is {actual}"
+    )]
+    Conflict {
+        /// The key, formatted with `Debug`.
+        key: String,
+        /// The version the writer named.
+        expected: Revision,
+        /// The version stored.
+        actual: Revision,
+    },
+    /// The write carried a fencing token that is no longer current: the
+    /// writer is not the leader (or owner) any more.
+    #[error("fencing token {token} is no longer current")]
+    Fenced {
+        /// The stale token.
+        token: u64,
+    },
+    /// The write carried a fencing token, but the client was made without a
+    /// fencing authority to check it against (see
+    /// [`Client::fenced`](super::Client::fenced)).
+    #[error("a fencing token was given to a client without a fencing authority")]
+    NoFencing,
+    /// The object cannot be stored: its key has no form in the backend, it
+    /// cannot be encoded, or it is too large; or a stored value cannot be
+    /// decoded.
+    #[error("object {key} is invalid for this backend")]
+    Invalid {
+        /// The key, formatted with `Debug`.
+        key: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
+    /// The backend could not be reached or failed; retrying later may
+    /// succeed. A write may or may not have landed.
+    #[error("backend `{backend}` unavailable")]
+    Unavailable {
+        /// The backend's name (its source's name).
+        backend: String,
+        /// What the backend reported.
+        #[source]
+        source: BoxError,
+    },
+    /// [`Client::modify`](super::Client::modify) or
+    /// [`Client::create_or_update`](super::Client::create_or_update) met a
+    /// conflict on every attempt.
+    #[error("object {key} still conflicted after {attempts} attempts")]
+    TooManyConflicts {
+        /// The key, formatted with `Debug`.
+        key: String,
+        /// The attempts made.
+        attempts: u32,
+    },
+}
+
+impl ClientError {
+    /// Whether the object was not stored ([`NotFound`](Self::NotFound)).
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    /// Whether a create found the key taken
+    /// ([`AlreadyExists`](Self::AlreadyExists)).
+    #[must_use]
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Self::AlreadyExists { .. })
+    }
+
+    /// Whether the write named a stale version
+    /// ([`Conflict`](Self::Conflict)): read again, then write.
+    #[must_use]
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict { .. })
+    }
+
+    /// Whether the writer's fencing token is stale
+    /// ([`Fenced`](Self::Fenced)): it must stop acting.
+    #[must_use]
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Self::Fenced { .. })
+    }
+
+    /// Whether the same call may succeed if made again later unchanged
+    /// ([`Unavailable`](Self::Unavailable)). A conflict is not: it needs a
+    /// fresh read first (see [`Client::modify`](super::Client::modify)).
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// A [`NotFound`](Self::NotFound) for `key`.
+    pub fn not_found(key: &impl std::fmt::Debug) -> Self {
+        Self::NotFound {
+            key: format!("{key:?}"),
+        }
+    }
+
+    /// An [`AlreadyExists`](Self::AlreadyExists) for `key`.
+    pub fn already_exists(key: &impl std::fmt::Debug) -> Self {
+        Self::AlreadyExists {
+            key: format!("{key:?}"),
+        }
+    }
+
+    /// A [`Conflict`](Self::Conflict) on `key`.
+    pub fn conflict(key: &impl std::fmt::Debug, expected: Revision, actual: Revision) -> Self {
+        Self::Conflict {
+            key: format!("{key:?}"),
+            expected,
+            actual,
+        }
+    }
+
+    /// An [`Invalid`](Self::Invalid) for `key`, because of `source`.
+    pub fn invalid(key: &impl std::fmt::Debug, source: impl Into<BoxError>) -> Self {
+        Self::Invalid {
+            key: format!("{key:?}"),
+            source: source.into(),
+        }
+    }
+
+    /// An [`Unavailable`](Self::Unavailable) of `backend`, because of
+    /// `source`.
+    pub fn unavailable(backend: &str, source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            backend: backend.to_owned(),
+            source: source.into(),
+        }
+    }
+}

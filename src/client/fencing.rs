@@ -1,0 +1,45 @@
+//! `Fencing`: the authority that says whether a fencing token is current.
+
+/// Says whether a fencing token is the current leader's (or owner's).
+///
+/// A backend that checks fencing in-process (the memory backend, see
+/// [`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
+/// asks it on every fenced write, under its own lock and atomically with
+/// the write. [`InProcessElection`](crate::manager::InProcessElection)
+/// implements it, so a memory backend follows an in-process election; a
+/// test can also implement it over a counter it controls.
+///
+/// `is_current` runs under the backend's lock: keep it quick, and never
+/// write to the same backend from it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tend::client::Fencing;
+///
+/// /// The current token is the counter's value.
+/// #[derive(Debug, Default)]
+/// struct Epoch(AtomicU64);
+///
+/// impl Fencing for Epoch {
+///     fn is_current(&self, token: u64) -> bool {
+///         self.0.load(Ordering::SeqCst) == token
+///     }
+/// }
+///
+/// let epoch = Arc::new(Epoch::default());
+/// epoch.0.store(2, Ordering::SeqCst);
+/// assert!(epoch.is_current(2) && !epoch.is_current(1));
+/// ```
+pub trait Fencing: Send + Sync + 'static {
+    /// Whether `token` is current now.
+    fn is_current(&self, token: u64) -> bool;
+}
+
+impl<F: Fencing + ?Sized> Fencing for std::sync::Arc<F> {
+    fn is_current(&self, token: u64) -> bool {
+        (**self).is_current(token)
+    }
+}
