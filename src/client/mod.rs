@@ -91,6 +91,13 @@ pub struct Client<O: Object> {
     backend: Arc<dyn Backend<Object = O>>,
     token: Option<u64>,
     attempts: NonZeroU32,
+    /// Told of each write (a reconcile's client: read-your-writes).
+    hook: Option<Arc<dyn WriteHook>>,
+}
+
+/// Told the revision of every write a client made.
+pub(crate) trait WriteHook: Send + Sync {
+    fn wrote(&self, revision: Revision);
 }
 
 impl<O: Object> Clone for Client<O> {
@@ -99,6 +106,7 @@ impl<O: Object> Clone for Client<O> {
             backend: Arc::clone(&self.backend),
             token: self.token,
             attempts: self.attempts,
+            hook: self.hook.clone(),
         }
     }
 }
@@ -121,6 +129,22 @@ impl<O: Object> Client<O> {
             backend: Arc::new(backend),
             token: None,
             attempts: DEFAULT_CONFLICT_ATTEMPTS,
+            hook: None,
+        }
+    }
+
+    /// A handle to the same backend that tells `hook` of each write.
+    pub(crate) fn hooked(&self, hook: Arc<dyn WriteHook>) -> Self {
+        Self {
+            hook: Some(hook),
+            ..self.clone()
+        }
+    }
+
+    /// A write landed at `revision`.
+    fn wrote(&self, revision: Revision) {
+        if let Some(hook) = &self.hook {
+            hook.wrote(revision);
         }
     }
 
@@ -210,7 +234,9 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn create(&self, object: O) -> Result<O, ClientError> {
-        self.backend.create(object, self.token).await
+        let created = self.backend.create(object, self.token).await?;
+        self.wrote(created.version());
+        Ok(created)
     }
 
     /// Replaces a stored object provided `object`'s version is the stored
@@ -227,7 +253,9 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn update(&self, object: O) -> Result<O, ClientError> {
-        self.backend.update(object, self.token).await
+        let updated = self.backend.update(object, self.token).await?;
+        self.wrote(updated.version());
+        Ok(updated)
     }
 
     /// Deletes the object stored under `key`, whatever its version;
@@ -243,7 +271,9 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have deleted the object.
     pub async fn delete(&self, key: &O::Key) -> Result<Revision, ClientError> {
-        self.backend.delete(key, None, self.token).await
+        let revision = self.backend.delete(key, None, self.token).await?;
+        self.wrote(revision);
+        Ok(revision)
     }
 
     /// Deletes the object stored under `key` provided its version is
@@ -263,6 +293,8 @@ impl<O: Object> Client<O> {
         key: &O::Key,
         version: Revision,
     ) -> Result<Revision, ClientError> {
-        self.backend.delete(key, Some(version), self.token).await
+        let revision = self.backend.delete(key, Some(version), self.token).await?;
+        self.wrote(revision);
+        Ok(revision)
     }
 }

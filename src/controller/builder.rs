@@ -5,9 +5,11 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::context::Clients;
 use super::observer::NoopObserver;
 use super::watch::{Mapped, Secondary, Watch};
 use super::{Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger};
+use crate::client::Client;
 use crate::informer::Informer;
 use crate::queue::{Priority, QueueObserver, WorkQueue};
 use crate::rate_limit::RateLimiter;
@@ -35,6 +37,9 @@ pub(crate) struct Config {
     pub(crate) background: Priority,
     pub(crate) sync_timeout: Duration,
     pub(crate) shutdown_grace: Duration,
+    /// How long a key waits for the caches it wrote to; `None`: no waiting.
+    pub(crate) read_your_writes: Option<Duration>,
+    pub(crate) clients: Clients,
 }
 
 impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
@@ -53,6 +58,8 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 background: Priority::LOW,
                 sync_timeout: Duration::from_secs(120),
                 shutdown_grace: Duration::from_secs(30),
+                read_your_writes: Some(DEFAULT_READ_YOUR_WRITES),
+                clients: Clients::default(),
             },
             limiter: None,
             observer: Arc::new(NoopObserver),
@@ -151,6 +158,35 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
+    /// Gives reconciles a client for objects of type `P`
+    /// ([`Context::client`](super::Context::client)): writes through it carry
+    /// the reconcile's fencing token, and are waited for (read-your-writes).
+    /// Under leader election give a client with a fencing authority (on
+    /// memory [`client_fenced_by`](crate::memory::MemoryStore::client_fenced_by)
+    /// the elector; on etcd `client_fenced_by` the election), or every write
+    /// fails with [`ClientError::NoFencing`](crate::client::ClientError::NoFencing).
+    /// A second client of one type replaces the first.
+    pub fn client<P: Object>(mut self, client: Client<P>) -> Self {
+        self.config.clients.insert(client);
+        self
+    }
+
+    /// Read-your-writes (on by default): after a reconcile of a key wrote
+    /// through [`Context::client`](super::Context::client), the key's next
+    /// reconcile does not start until every cache this controller watches of
+    /// the types it wrote has applied those writes, so a reconcile never
+    /// sees a cache older than its own key's writes (no duplicate creates,
+    /// no hand-written "expectations"). The key waits in flight, holding no
+    /// worker; keys that did not write are not delayed. The wait is bounded
+    /// by `timeout` (default 10 s): past it the key goes on anyway, counted
+    /// and logged. `None` turns it off: a reconcile may then run before the
+    /// cache shows what the last one wrote (lower latency for controllers
+    /// whose writes are idempotent anyway). A zero timeout is refused.
+    pub fn read_your_writes(mut self, timeout: Option<Duration>) -> Self {
+        self.config.read_your_writes = timeout;
+        self
+    }
+
     /// Receives reconcile measurements (default: none).
     pub fn observer(mut self, observer: Arc<dyn ControllerObserver>) -> Self {
         self.observer = observer;
@@ -190,6 +226,9 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     }
 }
 
+/// How long a key waits for the caches it wrote to, by default.
+pub(crate) const DEFAULT_READ_YOUR_WRITES: Duration = Duration::from_secs(10);
+
 /// The most workers a controller runs (see `concurrency`).
 const MAX_CONCURRENCY: usize = 1 << 16;
 
@@ -209,6 +248,8 @@ impl<O: Object, R> ControllerBuilder<O, R> {
             "the sync timeout is zero"
         } else if config.shutdown_grace.is_zero() {
             "the shutdown grace is zero"
+        } else if config.read_your_writes.is_some_and(|t| t.is_zero()) {
+            "the read-your-writes timeout is zero"
         } else if config.concurrency.get() > MAX_CONCURRENCY {
             "the concurrency is above 65536 workers"
         } else {

@@ -2,13 +2,16 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Triggers;
+use super::scope::{Record, Scope};
+use crate::client::Client;
 use crate::informer::Store;
-use crate::source::Object;
+use crate::source::{Object, Revision};
 
 /// Everything a reconcile of one key gets.
 pub struct Context<O: Object> {
@@ -16,10 +19,12 @@ pub struct Context<O: Object> {
     pub(super) object: Option<Arc<O>>,
     pub(super) attempt: u32,
     pub(super) triggers: Triggers,
-    /// This reconcile's token, made on first use.
-    pub(super) cancel: Arc<ReconcileToken>,
+    /// This reconcile's token (made on first use) and writes.
+    pub(super) scope: Arc<Scope>,
     pub(super) caches: Arc<Caches>,
     pub(super) fencing_token: Option<u64>,
+    /// Whether writes through its clients are waited for.
+    pub(super) read_your_writes: bool,
 }
 
 impl<O: Object> Context<O> {
@@ -79,7 +84,7 @@ impl<O: Object> Context<O> {
     /// }
     /// ```
     pub fn cancelled(&self) -> CancellationToken {
-        self.cancel.get().child_token()
+        self.scope.token().child_token()
     }
 
     /// A read handle to the cache of objects of type `P` that this
@@ -87,6 +92,57 @@ impl<O: Object> Context<O> {
     /// none. With several sources of one type, the first registered.
     pub fn store<P: Object>(&self) -> Option<Store<P>> {
         self.caches.get::<P>()
+    }
+
+    /// A client for objects of type `P`, if the controller was given one
+    /// ([`ControllerBuilder::client`](super::ControllerBuilder::client)),
+    /// or `None`. It is the reconcile's own handle:
+    ///
+    /// - under leader election its writes carry this reconcile's
+    ///   [`fencing_token`](Self::fencing_token), so a deposed leader's late
+    ///   write is refused by the backend and changes nothing;
+    /// - with read-your-writes on (the default), the revisions it writes are
+    ///   recorded, and this key's next reconcile waits until the controller's
+    ///   cache of `P` has applied them: it never sees its own writes missing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tend::controller::{Action, Context, Reconciler};
+    /// # #[derive(Clone, Debug, PartialEq)] struct Light { room: String, on: bool, v: tend::Revision }
+    /// # tend::impl_object!(Light, key: room: String, version: v);
+    ///
+    /// struct On;
+    ///
+    /// impl Reconciler<Light> for On {
+    ///     type Error = tend::client::ClientError;
+    ///
+    ///     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Self::Error> {
+    ///         let (Some(light), Some(lights)) = (ctx.object(), ctx.client::<Light>()) else {
+    ///             return Ok(Action::Done);
+    ///         };
+    ///         if !light.on {
+    ///             lights.update(Light { on: true, ..(**light).clone() }).await?;
+    ///         }
+    ///         Ok(Action::Done)
+    ///     }
+    /// }
+    /// ```
+    pub fn client<P: Object>(&self) -> Option<Client<P>> {
+        let client = self.caches.client::<P>()?;
+        let client = match self.fencing_token {
+            Some(token) => client.fenced(token),
+            None => client,
+        };
+        let cache = self
+            .caches
+            .position::<P>()
+            .filter(|_| self.read_your_writes);
+        Some(match cache {
+            Some(cache) => client.hooked(Arc::new(Record::new(&self.scope, cache))),
+            None => client,
+        })
     }
 
     /// The leader's fencing token when running under leader election: an
@@ -108,61 +164,70 @@ impl<O: Object> fmt::Debug for Context<O> {
     }
 }
 
-/// The cancellation token of one reconcile: a child of its worker's token
-/// (cancelled at the controller's hard stop and on lost leadership), made
-/// only when the reconcile asks for it, since making one takes a lock on
-/// the worker's token.
-pub(super) struct ReconcileToken {
-    worker: Arc<CancellationToken>,
-    own: OnceLock<CancellationToken>,
-}
-
-impl ReconcileToken {
-    pub(super) fn new(worker: Arc<CancellationToken>) -> Self {
-        Self {
-            worker,
-            own: OnceLock::new(),
-        }
-    }
-
-    fn get(&self) -> &CancellationToken {
-        self.own.get_or_init(|| self.worker.child_token())
-    }
-
-    /// Cancels this reconcile's token (its timeout passed). Made first if
-    /// need be, so a context that outlives its reconcile (moved into a task)
-    /// hands out cancelled tokens from then on.
-    pub(super) fn cancel(&self) {
-        self.get().cancel();
-    }
-
-    /// Readies this token for the worker's next reconcile, if no context of
-    /// the last one is left: saves an allocation per reconcile. Otherwise
-    /// `slot` gets a new token.
-    pub(super) fn recycle(slot: &mut Arc<Self>) {
-        match Arc::get_mut(slot) {
-            Some(token) => drop(token.own.take()),
-            None => *slot = Arc::new(Self::new(Arc::clone(&slot.worker))),
-        }
-    }
-}
-
-/// Read handles to every cache a controller watches, found by type.
+/// Read handles to every cache a controller watches, found by type, with
+/// their applied revisions, and the clients it was given.
 ///
 /// Cloned once per worker: contexts share their worker's copy, so handing
 /// one to a reconcile does not bounce a reference count between cores.
 #[derive(Default, Clone)]
-pub(crate) struct Caches(Vec<Arc<dyn Any + Send + Sync>>);
+pub(crate) struct Caches {
+    stores: Vec<Arc<dyn Any + Send + Sync>>,
+    revisions: Vec<watch::Receiver<Revision>>,
+    clients: Clients,
+}
 
 impl Caches {
     pub(crate) fn push<P: Object>(&mut self, store: Store<P>) {
-        self.0.push(Arc::new(store));
+        self.revisions.push(store.revisions());
+        self.stores.push(Arc::new(store));
+    }
+
+    pub(super) fn set_clients(&mut self, clients: Clients) {
+        self.clients = clients;
     }
 
     fn get<P: Object>(&self) -> Option<Store<P>> {
+        self.position::<P>()
+            .and_then(|at| self.stores[at].downcast_ref::<Store<P>>())
+            .cloned()
+    }
+
+    /// Where the first cache of `P` is.
+    fn position<P: Object>(&self) -> Option<usize> {
+        self.stores.iter().position(|s| s.is::<Store<P>>())
+    }
+
+    fn client<P: Object>(&self) -> Option<Client<P>> {
+        self.clients.get::<P>()
+    }
+
+    /// Each cache's applied revision, in the order of `position`.
+    pub(super) fn revisions(&self) -> &[watch::Receiver<Revision>] {
+        &self.revisions
+    }
+}
+
+/// The clients a controller was given, one per object type.
+#[derive(Default, Clone)]
+pub(crate) struct Clients(Vec<Arc<dyn Any + Send + Sync>>);
+
+impl Clients {
+    /// Adds `client`, replacing one of the same type.
+    pub(super) fn insert<P: Object>(&mut self, client: Client<P>) {
+        self.0.retain(|c| !c.is::<Client<P>>());
+        self.0.push(Arc::new(client));
+    }
+
+    fn get<P: Object>(&self) -> Option<Client<P>> {
         self.0
             .iter()
-            .find_map(|s| s.downcast_ref::<Store<P>>())
+            .find_map(|c| c.downcast_ref::<Client<P>>())
             .cloned()
+    }
+}
+
+impl fmt::Debug for Clients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} clients", self.0.len())
     }
 }

@@ -26,9 +26,11 @@
 
 mod builder;
 mod context;
+mod gate;
 mod observer;
 mod predicate;
 mod reconciler;
+mod scope;
 mod trigger;
 mod watch;
 mod worker;
@@ -50,6 +52,7 @@ pub use self::watch::Watch;
 
 use self::builder::Config;
 use self::context::Caches;
+use self::gate::Gate;
 use self::watch::{Enqueue, Secondary, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::informer::{Informer, InformerError};
@@ -196,6 +199,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         };
         let mut caches = Caches::default();
         caches.push(self.primary.informer().store());
+        caches.set_clients(self.config.clients.clone());
         let mut subscriptions = vec![subscribe_primary(&self.primary, sink.clone())];
         for secondary in &self.secondaries {
             secondary.add_cache(&mut caches);
@@ -216,6 +220,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             observer: self.observer,
             fencing_token: self.fencing_token,
             workers: self.config.concurrency.get(),
+            gate: self.config.read_your_writes.map(Gate::new),
         });
         let hard_stop = self
             .abort
@@ -231,6 +236,12 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         if let Some(period) = self.config.resync {
             tasks.spawn(Arc::clone(&worker).resync_every(period, shutdown.clone()));
         }
+        // Ends the keys held for their writes; stops after the workers.
+        let gated = CancellationToken::new();
+        let mut gate = JoinSet::new();
+        if worker.gate.is_some() {
+            gate.spawn(Arc::clone(&worker).watch_writes(gated.clone()));
+        }
         shutdown.cancelled().await;
         self.queue.shutdown();
         let grace = self.config.shutdown_grace;
@@ -242,6 +253,8 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             hard_stop.cancel();
             join_all(&mut tasks).await;
         }
+        gated.cancel();
+        join_all(&mut gate).await;
         drop(subscriptions);
         Ok(())
     }

@@ -60,6 +60,12 @@ pub trait ControllerObserver: Send + Sync {
     /// ([`WorkQueue::in_flight`](crate::WorkQueue::in_flight)), and a change
     /// that arrives now queues it again once it ends.
     fn reconcile_finished(&self, _outcome: Outcome, _took: Duration) {}
+
+    /// A key's wait for the caches to show its writes (read-your-writes)
+    /// passed its bound; it was reconciled anyway
+    /// (`tend_controller_read_your_writes_timeouts_total`). Called on the
+    /// controller's gate task.
+    fn read_your_writes_expired(&self) {}
 }
 
 /// The observer used when none is configured.

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::context::{Caches, ReconcileToken};
+use super::context::Caches;
+use super::gate::Gate;
+use super::scope::Scope;
 use super::watch::Enqueue;
 use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
@@ -43,6 +45,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
     /// How many workers share the queue.
     pub(super) workers: usize,
+    /// Holds keys until the caches show their writes (read-your-writes on).
+    pub(super) gate: Option<Gate<O::Key>>,
 }
 
 /// Reports a reconcile's start and end to the observer, the end even when
@@ -111,17 +115,21 @@ impl Pace {
     /// `key`, started at `started`, ended at `ended`. A slow reconcile
     /// that did not wait held the rest of its run: released now, for free
     /// workers to take.
+    /// `key` is `None` when the gate holds it (read-your-writes): the gate
+    /// ends it.
     fn finished<K: crate::QueueKey>(
         &mut self,
         batch: &mut Batch<'_, K>,
-        key: K,
+        key: Option<K>,
         started: Instant,
         ended: Instant,
         waited: bool,
     ) {
         let took = ended.saturating_duration_since(started);
         self.quick &= !waited && took < QUICK;
-        batch.finish(key, took);
+        if let Some(key) = key {
+            batch.finish(key, took);
+        }
         self.last_end = ended;
         if !self.quick && batch.has_unstarted() {
             batch.release();
@@ -150,7 +158,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // watching it locks no shared node), and each reconcile's child of
         // it, made only when the reconcile asks.
         let stop = Arc::new(hard_stop.child_token());
-        let mut token = Arc::new(ReconcileToken::new(Arc::clone(&stop)));
+        let mut scope = Arc::new(Scope::new(Arc::clone(&stop)));
         let caches = Arc::new(Caches::clone(&self.caches));
         let mut batch = self.sink.queue.batch();
         let mut pace = Pace::new(self.workers);
@@ -165,15 +173,20 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let tokens = (&*stop, &token);
+            let tokens = (&*stop, &scope);
             let processed =
                 AssertUnwindSafe(self.process(&handed, tokens, &caches, &mut batch, started));
             let (ended, waited) = match processed.catch_unwind().await {
                 Ok(done) => done,
                 Err(panic) => self.recover(&handed, &*panic),
             };
-            ReconcileToken::recycle(&mut token);
-            pace.finished(&mut batch, handed.key, started, ended, waited);
+            let writes = scope.take_writes();
+            Scope::recycle(&mut scope);
+            let key = match &self.gate {
+                Some(gate) => gate.hold(handed.key, writes, caches.revisions(), ended),
+                None => Some(handed.key),
+            };
+            pace.finished(&mut batch, key, started, ended, waited);
         }
     }
 
@@ -218,7 +231,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     async fn process(
         &self,
         handed: &Handed<O::Key>,
-        (stop, token): (&CancellationToken, &Arc<ReconcileToken>),
+        (stop, scope): (&CancellationToken, &Arc<Scope>),
         caches: &Arc<Caches>,
         batch: &mut Batch<'_, O::Key>,
         started: Instant,
@@ -240,9 +253,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             object: self.store.get(key),
             attempt,
             triggers,
-            cancel: Arc::clone(token),
+            scope: Arc::clone(scope),
             caches: Arc::clone(caches),
             fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
+            read_your_writes: self.gate.is_some(),
         };
         let span = tracing::info_span!(
             "reconcile",
@@ -253,7 +267,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         );
         let mut report = Report::start(&*self.observer, started);
         let (ran, waited) = self
-            .call(ctx, (stop, token), batch)
+            .call(ctx, (stop, scope), batch)
             .instrument(span.clone())
             .await;
         let ended = Instant::now();
@@ -271,7 +285,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     async fn call(
         &self,
         ctx: Context<O>,
-        (stop, token): (&CancellationToken, &ReconcileToken),
+        (stop, scope): (&CancellationToken, &Scope),
         batch: &mut Batch<'_, O::Key>,
     ) -> (Ran<R::Error>, bool) {
         if stop.is_cancelled() {
@@ -306,7 +320,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             ran = &mut reconcile => finished(ran),
             () = stop.cancelled() => Ran::Cancelled,
             () = timer => {
-                token.cancel();
+                scope.cancel();
                 Ran::TimedOut
             }
         };
@@ -383,6 +397,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     fn retry(&self, key: &O::Key, priority: Priority) {
         self.sink
             .push_backoff(key.clone(), Trigger::Retry, priority);
+    }
+
+    /// Runs the gate (read-your-writes) until `stop`.
+    pub(super) async fn watch_writes(self: Arc<Self>, stop: CancellationToken) {
+        if let Some(gate) = &self.gate {
+            let revisions = self.caches.revisions().to_vec();
+            gate.run(self.sink.queue.clone(), revisions, &*self.observer, stop)
+                .await;
+        }
     }
 
     /// Re-enqueues every cached primary key each (jittered) period.

@@ -51,6 +51,8 @@ struct StoreShared<O: Object> {
     index_fns: Vec<IndexFn<O>>,
     cache: RwLock<Cache<O>>,
     synced: watch::Sender<bool>,
+    /// The revision the cache reflects: every change up to it is applied.
+    applied: watch::Sender<Revision>,
 }
 
 /// The cached objects and their index entries.
@@ -102,6 +104,7 @@ impl<O: Object> Store<O> {
         let (index_names, index_fns): (Vec<_>, Vec<_>) = indexes.into_iter().unzip();
         let cache = Cache::empty(index_fns.len());
         let (synced, _) = watch::channel(false);
+        let (applied, _) = watch::channel(Revision::ZERO);
         Self {
             shared: Arc::new(StoreShared {
                 name,
@@ -109,8 +112,23 @@ impl<O: Object> Store<O> {
                 index_fns,
                 cache: RwLock::new(cache),
                 synced,
+                applied,
             }),
         }
+    }
+
+    /// The revision this cache reflects: every change of the source up to
+    /// it has been applied (published after each list and each run of watch
+    /// events). A write that returned revision `R` is visible here once this
+    /// is `R` or later.
+    #[must_use]
+    pub fn revision(&self) -> Revision {
+        *self.shared.applied.borrow()
+    }
+
+    /// Follows [`revision`](Self::revision) as it grows.
+    pub(crate) fn revisions(&self) -> watch::Receiver<Revision> {
+        self.shared.applied.subscribe()
     }
 
     /// The name of the source this cache mirrors.
@@ -221,6 +239,17 @@ impl<O: Object> Store<O> {
     }
 
     // ----- the writer's side (crate-private, used by the informer only) -----
+
+    /// Publishes that every change up to `revision` is applied.
+    pub(crate) fn publish(&self, revision: Revision) {
+        self.shared.applied.send_if_modified(|applied| {
+            let newer = revision > *applied;
+            if newer {
+                *applied = revision;
+            }
+            newer
+        });
+    }
 
     pub(crate) fn mark_synced(&self) {
         self.shared

@@ -246,6 +246,7 @@ impl<'a, O: Object> Runner<'a, O> {
         self.failures = 0;
         self.fresh_list = false;
         let end = self.apply_run(change, stream);
+        self.shared.store.publish(self.revision);
         self.held = matches!(end, RunEnd::More);
         {
             let mut subscribers = self.shared.subscribers.lock();
@@ -352,6 +353,7 @@ impl<'a, O: Object> Runner<'a, O> {
             with_events,
         );
         subscribers.deliver_all(&replaced.events);
+        shared.store.publish(snapshot.revision);
         shared.store.mark_synced();
         drop(subscribers);
         let Replaced { events, stale, old } = replaced;

@@ -78,6 +78,7 @@ pub(super) struct Metrics {
     terminal_errors: Family<ControllerLabels, Counter>,
     panics: Family<ControllerLabels, Counter>,
     timeouts: Family<ControllerLabels, Counter>,
+    ryw_timeouts: Family<ControllerLabels, Counter>,
     reconcile_time: HistogramFamily<ControllerLabels>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
@@ -99,6 +100,7 @@ impl Metrics {
             terminal_errors: Family::default(),
             panics: Family::default(),
             timeouts: Family::default(),
+            ryw_timeouts: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
@@ -147,6 +149,11 @@ impl Metrics {
             "controller_runtime_reconcile_timeouts",
             "Total number of reconciliation timeouts per controller",
             self.timeouts.clone(),
+        );
+        r.register(
+            "tend_controller_read_your_writes_timeouts",
+            "Total number of keys reconciled before the caches showed their last writes (the wait's bound passed)",
+            self.ryw_timeouts.clone(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
@@ -212,6 +219,7 @@ impl Metrics {
             terminal: self.terminal_errors.get_or_create_owned(&labels),
             panics: self.panics.get_or_create_owned(&labels),
             timeouts: self.timeouts.get_or_create_owned(&labels),
+            ryw_timeouts: self.ryw_timeouts.get_or_create_owned(&labels),
             time: self.reconcile_time.get_or_create_owned(&labels),
             active: self.active_workers.get_or_create_owned(&labels),
         })
@@ -273,6 +281,7 @@ pub(super) struct ControllerMetrics {
     terminal: Counter,
     panics: Counter,
     timeouts: Counter,
+    ryw_timeouts: Counter,
     time: Histogram,
     active: Gauge,
 }
@@ -280,6 +289,10 @@ pub(super) struct ControllerMetrics {
 impl ControllerObserver for ControllerMetrics {
     fn reconcile_started(&self) {
         self.active.inc();
+    }
+
+    fn read_your_writes_expired(&self) {
+        self.ryw_timeouts.inc();
     }
 
     fn reconcile_finished(&self, outcome: Outcome, took: Duration) {

@@ -1,0 +1,91 @@
+//! What belongs to one reconcile beyond its context: its cancellation token
+//! and the writes it made through its clients.
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::WriteHook;
+use crate::source::Revision;
+
+/// One reconcile's scope. Its token is a child of its worker's token
+/// (cancelled at the controller's hard stop and on lost leadership), made
+/// only when the reconcile asks for it, since making one takes a lock on the
+/// worker's token. Its writes are the highest revision written per cache of
+/// the controller, for read-your-writes.
+pub(super) struct Scope {
+    worker: Arc<CancellationToken>,
+    own: OnceLock<CancellationToken>,
+    writes: Mutex<Vec<(usize, Revision)>>,
+}
+
+impl Scope {
+    pub(super) fn new(worker: Arc<CancellationToken>) -> Self {
+        Self {
+            worker,
+            own: OnceLock::new(),
+            writes: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn token(&self) -> &CancellationToken {
+        self.own.get_or_init(|| self.worker.child_token())
+    }
+
+    /// Cancels this reconcile's token (its timeout passed). Made first if
+    /// need be, so a context that outlives its reconcile (moved into a task)
+    /// hands out cancelled tokens from then on.
+    pub(super) fn cancel(&self) {
+        self.token().cancel();
+    }
+
+    /// The reconcile wrote `revision` to the objects of cache `cache`.
+    fn record(&self, cache: usize, revision: Revision) {
+        let mut writes = self.writes.lock();
+        match writes.iter_mut().find(|(at, _)| *at == cache) {
+            Some((_, highest)) => *highest = (*highest).max(revision),
+            None => writes.push((cache, revision)),
+        }
+    }
+
+    /// The writes recorded so far, emptying the record.
+    pub(super) fn take_writes(&self) -> Vec<(usize, Revision)> {
+        std::mem::take(&mut *self.writes.lock())
+    }
+
+    /// Readies this scope for the worker's next reconcile, if no context of
+    /// the last one is left: saves an allocation per reconcile. Otherwise
+    /// `slot` gets a new scope.
+    pub(super) fn recycle(slot: &mut Arc<Self>) {
+        match Arc::get_mut(slot) {
+            Some(scope) => {
+                drop(scope.own.take());
+                scope.writes.get_mut().clear();
+            }
+            None => *slot = Arc::new(Self::new(Arc::clone(&slot.worker))),
+        }
+    }
+}
+
+/// Records a reconcile's writes through one of its clients, to the objects
+/// of its controller's cache `cache`.
+pub(super) struct Record {
+    scope: Arc<Scope>,
+    cache: usize,
+}
+
+impl Record {
+    pub(super) fn new(scope: &Arc<Scope>, cache: usize) -> Self {
+        Self {
+            scope: Arc::clone(scope),
+            cache,
+        }
+    }
+}
+
+impl WriteHook for Record {
+    fn wrote(&self, revision: Revision) {
+        self.scope.record(self.cache, revision);
+    }
+}
