@@ -1093,6 +1093,7 @@ async fn a_thousand_sets_converge_under_dropped_and_duplicated_events() {
         duplicate: 0.1,
         reorder: 0.05,
         cut_after: NonZeroUsize::new(500),
+        delay: None,
     };
     world.sets.set_faults(faults.clone()).expect("valid");
     world.members.set_faults(faults).expect("valid");

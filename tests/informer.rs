@@ -987,6 +987,7 @@ async fn chaos(
             duplicate: 0.05,
             reorder: 0.05,
             cut_after: NonZeroUsize::new(1_000),
+            delay: None,
         })
         .unwrap();
     let mut builder = Informer::builder(store.clone())
@@ -1172,6 +1173,7 @@ mod state_machine {
                 duplicate: if messy { 0.2 } else { 0.0 },
                 reorder: if messy { 0.2 } else { 0.0 },
                 cut_after: cut.and_then(NonZeroUsize::new),
+                delay: None,
             })
     }
 

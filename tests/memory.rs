@@ -342,6 +342,7 @@ async fn faults_are_reproducible_from_the_seed() {
         duplicate: 0.1,
         reorder: 0.1,
         cut_after: None,
+        delay: None,
     };
     let first = faulty_delivery(faults(42)).await;
     assert_eq!(

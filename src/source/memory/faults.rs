@@ -1,6 +1,7 @@
 //! Seeded, reproducible fault injection for watch streams.
 
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
 use super::error::FaultError;
 
@@ -21,6 +22,7 @@ use super::error::FaultError;
 ///     duplicate: 0.05,
 ///     reorder: 0.05,
 ///     cut_after: NonZeroUsize::new(1_000),
+///     delay: Some(std::time::Duration::from_millis(50)),
 /// };
 /// assert!(faults.validate().is_ok());
 /// ```
@@ -38,6 +40,10 @@ pub struct Faults {
     /// Cut every watch (an injected error, then the end of the stream) after
     /// it delivered this many events.
     pub cut_after: Option<NonZeroUsize>,
+    /// Delay each run of changes a watch reads from the history by a random
+    /// time up to this long (tokio's clock): a slow watch, whose informer's
+    /// cache lags the writes. Changes stay in order.
+    pub delay: Option<Duration>,
 }
 
 impl Faults {
@@ -61,7 +67,11 @@ impl Faults {
 
     /// Whether this configuration injects anything into watch streams.
     pub(super) fn is_active(&self) -> bool {
-        self.drop > 0.0 || self.duplicate > 0.0 || self.reorder > 0.0 || self.cut_after.is_some()
+        self.drop > 0.0
+            || self.duplicate > 0.0
+            || self.reorder > 0.0
+            || self.cut_after.is_some()
+            || self.delay.is_some_and(|delay| !delay.is_zero())
     }
 }
 
@@ -90,6 +100,13 @@ impl FaultRoller {
 
     pub(super) fn cut_after(&self) -> Option<usize> {
         self.faults.cut_after.map(NonZeroUsize::get)
+    }
+
+    /// How long to hold back the next run of changes, if at all.
+    pub(super) fn delay(&mut self) -> Option<Duration> {
+        let most = self.faults.delay.filter(|d| !d.is_zero())?;
+        let nanos = u64::try_from(most.as_nanos()).unwrap_or(u64::MAX);
+        Some(Duration::from_nanos(self.rng.u64(0..=nanos)))
     }
 
     pub(super) fn roll(&mut self, may_hold: bool) -> Fate {

@@ -78,6 +78,9 @@ impl<O: Object> Cursor<O> {
             }
             match self.read() {
                 Read::Changes => {
+                    if let Some(delay) = self.faults.as_mut().and_then(FaultRoller::delay) {
+                        tokio::time::sleep(delay).await;
+                    }
                     let mut batch = std::mem::take(&mut self.batch);
                     for change in batch.drain(..) {
                         self.inject(change);
