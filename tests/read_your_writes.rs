@@ -84,8 +84,8 @@ async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
     counters.client().create(first).await.expect("created");
     harness.settle(LIMIT).await.expect("settled");
     harness.shutdown().await.expect("clean");
-    let seen = seen.0.lock().clone();
-    seen
+    let seen = seen.0.lock();
+    seen.clone()
 }
 
 #[tokio::test(start_paused = true)]
