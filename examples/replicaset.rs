@@ -9,12 +9,11 @@
 //! cargo run --example replicaset -- --forever
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tend::client::Client;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::memory::MemoryStore;
 use tend::{Informer, Revision};
@@ -44,20 +43,13 @@ tend::impl_object!(Pod, key: name: String, version: version);
 
 const NODES: usize = 3;
 
-/// Observe → compare → act for one ReplicaSet.
+/// Observe → compare → act for one ReplicaSet. It trusts the cache: its
+/// writes go through the reconcile's client, so its next reconcile waits
+/// until the cache shows them (read-your-writes) and never creates a pod
+/// twice. No hand-written "expectations".
 struct ReplicaSetController {
-    pods: Client<Pod>,
     clock: Instant,
-    /// Pods created or deleted but not yet seen so in the cache: without
-    /// these "expectations" a reconcile racing its own writes would act twice.
-    expected: Mutex<HashMap<String, Expectations>>,
     stats: Arc<Mutex<Stats>>,
-}
-
-#[derive(Default)]
-struct Expectations {
-    created: HashSet<String>,
-    deleted: HashSet<String>,
 }
 
 impl Reconciler<ReplicaSet> for ReplicaSetController {
@@ -65,26 +57,10 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
 
     async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, Infallible> {
         let cache = ctx.store::<Pod>().expect("the controller watches pods");
-        let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
+        let pods = ctx.client::<Pod>().expect("the controller writes pods");
+        let live = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
-        // Taken out while reconciling (no lock across the writes' awaits):
-        // a key is never reconciled by two workers at once.
-        let taken = self
-            .expected
-            .lock()
-            .expect("not poisoned")
-            .remove(ctx.key());
-        let mut expect = taken.unwrap_or_default();
-        let cached: HashSet<&str> = owned.iter().map(|p| p.name.as_str()).collect();
-        expect
-            .created
-            .retain(|name| !cached.contains(name.as_str()));
-        expect.deleted.retain(|name| cached.contains(name.as_str()));
-        let live: Vec<_> = owned
-            .iter()
-            .filter(|p| !expect.deleted.contains(&p.name))
-            .collect();
-        let actual = live.len() + expect.created.len();
+        let actual = live.len();
         let running = live.iter().filter(|p| p.running).count();
         let mut act = Vec::new();
         for _ in actual..desired {
@@ -95,25 +71,19 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
                 running: false,
                 version: Revision::ZERO,
             };
-            if let Ok(pod) = self.pods.create(pod).await {
+            if let Ok(pod) = pods.create(pod).await {
                 act.push(format!("create {} on node-{}", pod.name, pod.node));
-                expect.created.insert(pod.name);
                 self.stats.lock().expect("not poisoned").created += 1;
             }
         }
         // Scale down: pending pods first, then the newest.
-        let mut surplus: Vec<_> = live.clone();
+        let mut surplus = live.clone();
         surplus.sort_by_key(|p| (p.running, std::cmp::Reverse(p.version)));
         for pod in surplus.into_iter().take(actual.saturating_sub(desired)) {
-            if self.pods.delete(&pod.name).await.is_ok() {
+            if pods.delete(&pod.name).await.is_ok() {
                 act.push(format!("delete {}", pod.name));
-                expect.deleted.insert(pod.name.clone());
                 self.stats.lock().expect("not poisoned").removed += 1;
             }
-        }
-        if ctx.object().is_some() || !expect.created.is_empty() || !expect.deleted.is_empty() {
-            let mut expected = self.expected.lock().expect("not poisoned");
-            expected.insert(ctx.key().clone(), expect);
         }
         let act = if act.is_empty() {
             String::from("nothing to do")
@@ -284,13 +254,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "replicaset",
         &rs_informer,
         ReplicaSetController {
-            pods: pods.client(),
             clock,
-            expected: Mutex::default(),
             stats: Arc::clone(&stats),
         },
     )
     .owns(&pod_informer, |pod: &Pod| Some(pod.owner.clone()))
+    .client(pods.client())
     .resync(Duration::from_secs(10))
     .build()?;
 
