@@ -66,6 +66,6 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(feature = "dir")]
 pub use source::dir;
 pub use source::{
-    BoxError, Change, Object, ObjectKey, Revision, Snapshot, Source, SourceError, WatchStream,
-    memory, poll,
+    BoxError, Change, Deletion, Lifecycle, Object, ObjectKey, Revision, Snapshot, Source,
+    SourceError, WatchStream, memory, poll,
 };

@@ -8,12 +8,21 @@ use tend::client::{Client, ClientError};
 use tend::manager::{InProcessElection, LeaderElector};
 use tend::memory::MemoryStore;
 
-use suite::{Item, item};
+use suite::{Item, Volume, item};
 
 #[tokio::test]
 async fn the_client_suite_holds_on_the_memory_backend() {
     suite::run_all(|name| {
         let client: Client<Item> = MemoryStore::new(name.to_owned()).client();
+        async move { client }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_finalizer_suite_holds_on_the_memory_backend() {
+    suite::run_finalizers(|name| {
+        let client: Client<Volume> = MemoryStore::new(name.to_owned()).client();
         async move { client }
     })
     .await;

@@ -19,7 +19,7 @@ use tend::etcd::etcd_client::{self, GetOptions, SortOrder, SortTarget};
 use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource};
 use tend::manager::LeaderElector;
 
-use suite::{Item, item};
+use suite::{Item, Volume, item};
 use support::{client, server, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -51,6 +51,20 @@ async fn the_client_suite_holds_on_etcd() {
     let kv = client(&etcd).await;
     suite::run_all(|name| {
         let client: Client<Item> = items(kv.clone(), &format!("/suite/{name}/")).client();
+        async move { client }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_suite_holds_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    suite::run_finalizers(|name| {
+        let source = EtcdSource::builder("volumes", kv.clone(), format!("/finalizers/{name}/"))
+            .request_timeout(Duration::from_secs(2))
+            .build();
+        let client: Client<Volume> = source.client();
         async move { client }
     })
     .await;

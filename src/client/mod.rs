@@ -31,6 +31,7 @@
 mod backend;
 mod error;
 mod fencing;
+mod finalizers;
 mod helpers;
 
 use std::fmt;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 pub use self::backend::{Backend, KeyOf};
 pub use self::error::ClientError;
 pub use self::fencing::Fencing;
+pub(crate) use self::finalizers::{Delete, Update, created, deleted, keep_mark, updated};
 pub use self::helpers::{Outcome, Written};
 use crate::source::{Object, Revision, Snapshot};
 
