@@ -11,9 +11,13 @@ mod support;
 #[path = "support/client_suite.rs"]
 mod suite;
 
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use tend::Informer;
 use tend::client::{Client, ClientError};
 use tend::etcd::etcd_client::{self, GetOptions, SortOrder, SortTarget};
 use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource};
@@ -68,6 +72,17 @@ async fn the_finalizer_suite_holds_on_etcd() {
         async move { client }
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    let source = EtcdSource::builder("volumes", kv, "/restart/volumes/")
+        .request_timeout(Duration::from_secs(2))
+        .build();
+    let informer = || Informer::builder(source.clone()).build().unwrap();
+    cleanup::cleanup_runs_exactly_once_across_a_restart(source.client(), informer, LIMIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
