@@ -40,6 +40,7 @@ pub mod client;
 pub mod controller;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub mod gc;
 mod informer;
 mod key;
 pub mod manager;

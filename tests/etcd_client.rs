@@ -1,6 +1,7 @@
 //! The client on etcd against a real server: the shared suite
 //! (`support/client_suite.rs`, also run on memory), fencing by an
-//! `EtcdElection`, and the failures only a remote backend has (invalid
+//! `EtcdElection`, finalizers across a restart and garbage collection
+//! (`support/cleanup.rs`, `support/gc.rs`), and the failures only a remote backend has (invalid
 //! values, an unreachable server).
 
 #![cfg(feature = "etcd")]
@@ -13,6 +14,9 @@ mod suite;
 
 #[path = "support/cleanup.rs"]
 mod cleanup;
+
+#[path = "support/gc.rs"]
+mod gc;
 
 use std::num::NonZeroUsize;
 use std::time::Duration;
@@ -83,6 +87,16 @@ async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart_on_e
         .build();
     let informer = || Informer::builder(source.clone()).build().unwrap();
     cleanup::cleanup_runs_exactly_once_across_a_restart(source.client(), informer, LIMIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_replicaset_collects_its_pods_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    let pods = EtcdSource::builder("pods", kv.clone(), "/gc/pods/").build();
+    let sets = EtcdSource::builder("sets", kv, "/gc/sets/").build();
+    let clients = (pods.client(), sets.client());
+    gc::deleting_a_replicaset_collects_its_pods(pods, sets, clients, LIMIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
