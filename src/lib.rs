@@ -40,6 +40,7 @@ pub mod client;
 pub mod controller;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub mod gc;
 mod informer;
 mod key;
 pub mod manager;
@@ -66,6 +67,6 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(feature = "dir")]
 pub use source::dir;
 pub use source::{
-    BoxError, Change, Object, ObjectKey, Revision, Snapshot, Source, SourceError, WatchStream,
-    memory, poll,
+    BoxError, Change, Deletion, Lifecycle, Object, ObjectKey, Revision, Snapshot, Source,
+    SourceError, WatchStream, memory, poll,
 };

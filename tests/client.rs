@@ -1,14 +1,25 @@
 //! The client on the memory backend: the shared suite
-//! (`support/client_suite.rs`, also run on etcd), and in-process fencing.
+//! (`support/client_suite.rs`, also run on etcd), in-process fencing, and
+//! cleanup by finalizer across a restart (`support/cleanup.rs`).
 
 #[path = "support/client_suite.rs"]
 mod suite;
+
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
+#[path = "support/wait.rs"]
+mod support;
+
+use std::time::Duration;
+
+use tend::Informer;
 
 use tend::client::{Client, ClientError};
 use tend::manager::{InProcessElection, LeaderElector};
 use tend::memory::MemoryStore;
 
-use suite::{Item, item};
+use suite::{Item, Volume, item};
 
 #[tokio::test]
 async fn the_client_suite_holds_on_the_memory_backend() {
@@ -17,6 +28,23 @@ async fn the_client_suite_holds_on_the_memory_backend() {
         async move { client }
     })
     .await;
+}
+
+#[tokio::test]
+async fn the_finalizer_suite_holds_on_the_memory_backend() {
+    suite::run_finalizers(|name| {
+        let client: Client<Volume> = MemoryStore::new(name.to_owned()).client();
+        async move { client }
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart() {
+    let store: MemoryStore<Volume> = MemoryStore::new("volumes");
+    let informer = || Informer::builder(store.clone()).build().unwrap();
+    let limit = Duration::from_secs(10);
+    cleanup::cleanup_runs_exactly_once_across_a_restart(store.client(), informer, limit).await;
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The client on etcd against a real server: the shared suite
 //! (`support/client_suite.rs`, also run on memory), fencing by an
-//! `EtcdElection`, and the failures only a remote backend has (invalid
+//! `EtcdElection`, finalizers across a restart and garbage collection
+//! (`support/cleanup.rs`, `support/gc.rs`), and the failures only a remote backend has (invalid
 //! values, an unreachable server).
 
 #![cfg(feature = "etcd")]
@@ -11,15 +12,22 @@ mod support;
 #[path = "support/client_suite.rs"]
 mod suite;
 
+#[path = "support/cleanup.rs"]
+mod cleanup;
+
+#[path = "support/gc.rs"]
+mod gc;
+
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use tend::Informer;
 use tend::client::{Client, ClientError};
 use tend::etcd::etcd_client::{self, GetOptions, SortOrder, SortTarget};
 use tend::etcd::{ElectionConfig, EtcdElection, EtcdSource};
 use tend::manager::LeaderElector;
 
-use suite::{Item, item};
+use suite::{Item, Volume, item};
 use support::{client, server, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -54,6 +62,41 @@ async fn the_client_suite_holds_on_etcd() {
         async move { client }
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_suite_holds_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    suite::run_finalizers(|name| {
+        let source = EtcdSource::builder("volumes", kv.clone(), format!("/finalizers/{name}/"))
+            .request_timeout(Duration::from_secs(2))
+            .build();
+        let client: Client<Volume> = source.client();
+        async move { client }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    let source = EtcdSource::builder("volumes", kv, "/restart/volumes/")
+        .request_timeout(Duration::from_secs(2))
+        .build();
+    let informer = || Informer::builder(source.clone()).build().unwrap();
+    cleanup::cleanup_runs_exactly_once_across_a_restart(source.client(), informer, LIMIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_replicaset_collects_its_pods_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    let pods = EtcdSource::builder("pods", kv.clone(), "/gc/pods/").build();
+    let sets = EtcdSource::builder("sets", kv, "/gc/sets/").build();
+    let clients = (pods.client(), sets.client());
+    gc::deleting_a_replicaset_collects_its_pods(pods, sets, clients, LIMIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,9 @@ pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
 ///    authority): otherwise [`ClientError::Fenced`]; a token given to a
 ///    backend without an authority is [`ClientError::NoFencing`].
 /// 5. A refused write changes nothing.
+/// 6. Types with a [`Lifecycle`](crate::Lifecycle) follow the finalizer
+///    rules (see the [client's docs](super#finalizers)), checked
+///    atomically with the write.
 ///
 /// # Cancel safety
 ///

@@ -38,6 +38,14 @@ pub enum ClientError {
         /// The version stored.
         actual: Revision,
     },
+    /// An update added a finalizer to an object being deleted (its
+    /// [`deletion`](crate::Object::deletion) is set): refused, as in
+    /// Kubernetes.
+    #[error("object {key} is being deleted: no finalizer can be added")]
+    BeingDeleted {
+        /// The key, formatted with `Debug`.
+        key: String,
+    },
     /// The write carried a fencing token that is no longer current: the
     /// writer is not the leader (or owner) any more.
     #[error("fencing token {token} is no longer current")]

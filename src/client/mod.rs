@@ -16,6 +16,18 @@
 //! (`EtcdSource::client`, feature `etcd`); errors are one type,
 //! [`ClientError`], on both.
 //!
+//! # Finalizers
+//!
+//! For types with a [`Lifecycle`](crate::Lifecycle), every backend applies
+//! Kubernetes' rules: a delete of an object with finalizers only marks it
+//! ([`Object::deletion`], a write at a new revision), no finalizer can be
+//! added to a marked object ([`ClientError::BeingDeleted`]), and the write
+//! that leaves a marked object without finalizers removes it.
+//! [`add_finalizer`](Client::add_finalizer) and
+//! [`remove_finalizer`](Client::remove_finalizer) are idempotent. On etcd,
+//! updates and deletes of such types read the object first (one more
+//! round trip), compared at that version in the write's transaction.
+//!
 //! # Fencing
 //!
 //! [`Client::fenced`] returns a handle whose writes carry a fencing token:
@@ -31,6 +43,7 @@
 mod backend;
 mod error;
 mod fencing;
+mod finalizers;
 mod helpers;
 
 use std::fmt;
@@ -40,6 +53,7 @@ use std::sync::Arc;
 pub use self::backend::{Backend, KeyOf};
 pub use self::error::ClientError;
 pub use self::fencing::Fencing;
+pub(crate) use self::finalizers::{Delete, Update, created, deleted, keep_mark, updated};
 pub use self::helpers::{Outcome, Written};
 use crate::source::{Object, Revision, Snapshot};
 
@@ -240,12 +254,15 @@ impl<O: Object> Client<O> {
     }
 
     /// Replaces a stored object provided `object`'s version is the stored
-    /// one; returns it with its new version set.
+    /// one; returns it with its new version set. An update that leaves an
+    /// object being deleted without finalizers removes it (returned marked,
+    /// without finalizers, at the revision of the delete).
     ///
     /// # Errors
     ///
     /// [`ClientError::NotFound`]; [`ClientError::Conflict`] when
-    /// `object.version()` is stale; [`ClientError::Fenced`],
+    /// `object.version()` is stale; [`ClientError::BeingDeleted`] when it
+    /// adds a finalizer to an object being deleted; [`ClientError::Fenced`],
     /// [`ClientError::NoFencing`], [`ClientError::Invalid`],
     /// [`ClientError::Unavailable`].
     ///
@@ -259,7 +276,10 @@ impl<O: Object> Client<O> {
     }
 
     /// Deletes the object stored under `key`, whatever its version;
-    /// returns the revision of the delete.
+    /// returns the revision of the delete. An object with finalizers is
+    /// only marked (see [Finalizers](self#finalizers)): the revision of
+    /// the mark, or its version when it was marked already (nothing
+    /// written).
     ///
     /// # Errors
     ///
@@ -277,7 +297,8 @@ impl<O: Object> Client<O> {
     }
 
     /// Deletes the object stored under `key` provided its version is
-    /// `version`; returns the revision of the delete.
+    /// `version`; returns the revision of the delete (or of the mark, as
+    /// [`delete`](Self::delete)).
     ///
     /// # Errors
     ///

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode_value, revision};
 use super::election::{EtcdElection, Fence};
 use super::source::{EtcdSource, Shared};
-use crate::client::{Backend, Client, ClientError};
+use crate::client::{self, Backend, Client, ClientError, Delete, Update};
 use crate::source::{Object, Revision, Snapshot, Source};
 
 impl<O> EtcdSource<O>
@@ -124,7 +124,8 @@ where
         source.list().await.map_err(|error| self.unavailable(error))
     }
 
-    async fn create(&self, object: O, token: Option<u64>) -> Result<O, ClientError> {
+    async fn create(&self, mut object: O, token: Option<u64>) -> Result<O, ClientError> {
+        client::created(&mut object);
         let key = self.etcd_key(&object.key())?;
         let value = self.encode(&object)?;
         let plan = Plan {
@@ -140,14 +141,31 @@ where
 
     async fn update(&self, object: O, token: Option<u64>) -> Result<O, ClientError> {
         let key = self.etcd_key(&object.key())?;
-        let value = self.encode(&object)?;
+        let at = object.version();
+        // Types with finalizers: the rules need the stored object; the
+        // transaction's compare on its version makes the read and the write
+        // one step.
+        let stored = match object.lifecycle() {
+            Some(_) => self.stored(&object.key()).await?,
+            None => None,
+        };
+        let update = match stored.filter(|stored| stored.version() == at) {
+            Some(stored) => client::updated(&stored, object)?,
+            None => Update::Store(object),
+        };
+        let (object, then) = match update {
+            Update::Store(object) => {
+                let value = self.encode(&object)?;
+                (object, TxnOp::put(key.clone(), value, None::<PutOptions>))
+            }
+            Update::Remove(object) => (object, TxnOp::delete(key.clone(), None)),
+        };
         let plan = Plan {
-            when: exists_at(&key, version(object.version())),
-            then: TxnOp::put(key.clone(), value, None::<PutOptions>),
+            when: exists_at(&key, version(at)),
+            then,
             key,
         };
-        let expected = Some(object.version());
-        let written = self.run(plan, &object.key(), token, expected).await?;
+        let written = self.run(plan, &object.key(), token, Some(at)).await?;
         let mut stored = object;
         stored.set_version(written);
         Ok(stored)
@@ -159,24 +177,81 @@ where
         expected: Option<Revision>,
         token: Option<u64>,
     ) -> Result<Revision, ClientError> {
-        let etcd_key = self.etcd_key(key)?;
-        let when = match expected {
-            Some(expected) => exists_at(&etcd_key, version(expected)),
-            None => vec![Compare::version(etcd_key.clone(), CompareOp::Greater, 0)],
-        };
-        let plan = Plan {
-            when,
-            then: TxnOp::delete(etcd_key.clone(), None),
-            key: etcd_key,
-        };
-        self.run(plan, key, token, expected).await
+        // An unversioned delete of an object with finalizers compares the
+        // version it read: a write in between is a conflict to read again
+        // after, not the caller's.
+        for _ in 0..UNVERSIONED_DELETE_ATTEMPTS {
+            match self.delete_once(key, expected, token).await {
+                Err(error) if error.is_conflict() && expected.is_none() => {}
+                deleted => return deleted,
+            }
+        }
+        self.delete_once(key, expected, token).await
     }
 }
+
+/// Reads an unversioned delete of an object with finalizers makes before
+/// it gives up on a key written to without pause.
+const UNVERSIONED_DELETE_ATTEMPTS: u32 = 4;
 
 impl<O> EtcdBackend<O>
 where
     O: Object + Serialize + DeserializeOwned,
 {
+    /// One delete: removes the object, or marks it while it has
+    /// finalizers (compared at the version read).
+    async fn delete_once(
+        &self,
+        key: &O::Key,
+        expected: Option<Revision>,
+        token: Option<u64>,
+    ) -> Result<Revision, ClientError> {
+        let etcd_key = self.etcd_key(key)?;
+        let stored = self.stored(key).await?;
+        let stored =
+            stored.filter(|s| s.lifecycle().is_some() && expected.is_none_or(|e| e == s.version()));
+        let Some(stored) = stored else {
+            let when = match expected {
+                Some(expected) => exists_at(&etcd_key, version(expected)),
+                None => vec![Compare::version(etcd_key.clone(), CompareOp::Greater, 0)],
+            };
+            let then = TxnOp::delete(etcd_key.clone(), None);
+            let plan = Plan {
+                when,
+                then,
+                key: etcd_key,
+            };
+            return self.run(plan, key, token, expected).await;
+        };
+        let at = stored.version();
+        let delete = client::deleted(&stored);
+        let marked = matches!(delete, Delete::Marked);
+        let then = match delete {
+            Delete::Remove => TxnOp::delete(etcd_key.clone(), None),
+            Delete::Mark(marked) => {
+                TxnOp::put(etcd_key.clone(), self.encode(&marked)?, None::<PutOptions>)
+            }
+            // Nothing to write, but the fence still decides the answer.
+            Delete::Marked => TxnOp::get(etcd_key.clone(), None::<GetOptions>),
+        };
+        let plan = Plan {
+            when: exists_at(&etcd_key, version(at)),
+            then,
+            key: etcd_key,
+        };
+        let written = self.run(plan, key, token, Some(at)).await?;
+        Ok(if marked { at } else { written })
+    }
+
+    /// The object stored under `key` for the finalizer rules: `None` when
+    /// absent or undecodable (then written over or deleted as before).
+    async fn stored(&self, key: &O::Key) -> Result<Option<O>, ClientError> {
+        match self.get(key).await {
+            Err(ClientError::Invalid { .. }) => Ok(None),
+            read => read,
+        }
+    }
+
     fn etcd_key(&self, key: &O::Key) -> Result<Vec<u8>, ClientError> {
         self.shared
             .etcd_key(key)

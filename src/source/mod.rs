@@ -18,6 +18,7 @@
 
 #[cfg(feature = "dir")]
 pub mod dir;
+mod lifecycle;
 pub mod memory;
 pub mod poll;
 
@@ -30,6 +31,8 @@ use async_trait::async_trait;
 use crate::key::QueueKey;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
+
+pub use self::lifecycle::{Deletion, Lifecycle};
 
 /// A position in a source's history: the number of the write that produced a
 /// state.
@@ -134,6 +137,14 @@ impl From<u64> for Revision {
 /// [`set_generation`](Object::set_generation) and
 /// [`spec_changed`](Object::spec_changed); backends that support generations
 /// set 1 on create and bump it on every update whose spec changed.
+///
+/// # Finalizers
+///
+/// Types that support finalizers (cleanup that must run before an object
+/// goes, exactly once across restarts) keep a [`Lifecycle`] and override
+/// [`lifecycle`](Object::lifecycle) and
+/// [`lifecycle_mut`](Object::lifecycle_mut); the default (`None`) means the
+/// type has none and a delete removes the object at once.
 pub trait Object: Clone + Send + Sync + 'static {
     /// The identity of an object: two objects with the same key are two
     /// states of the same thing.
@@ -166,6 +177,24 @@ pub trait Object: Clone + Send + Sync + 'static {
         let _ = old;
         false
     }
+
+    /// The finalizers and deletion mark, if this type supports finalizers
+    /// (default: `None`).
+    fn lifecycle(&self) -> Option<&Lifecycle> {
+        None
+    }
+
+    /// The finalizers and deletion mark, to change them (default: `None`,
+    /// as [`lifecycle`](Object::lifecycle)).
+    fn lifecycle_mut(&mut self) -> Option<&mut Lifecycle> {
+        None
+    }
+
+    /// When a delete was asked for, if this object is being deleted (it
+    /// waits for its finalizers to be removed).
+    fn deletion(&self) -> Option<Deletion> {
+        self.lifecycle().and_then(Lifecycle::deletion)
+    }
 }
 
 /// Implements [`Object`] for a struct whose key is a field (cloned) and whose
@@ -185,10 +214,36 @@ pub trait Object: Clone + Send + Sync + 'static {
 /// assert_eq!(pod.key(), "web-1");
 /// ```
 ///
+/// With `lifecycle: field`, the type supports finalizers, kept in a
+/// [`Lifecycle`] field:
+///
+/// ```
+/// #[derive(Clone, Debug)]
+/// struct Volume {
+///     name: String,
+///     lifecycle: tend::Lifecycle,
+///     version: tend::Revision,
+/// }
+/// tend::impl_object!(Volume, key: name: String, version: version, lifecycle: lifecycle);
+/// ```
+///
 /// Types with a generation implement [`Object`] by hand.
 #[macro_export]
 macro_rules! impl_object {
     ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident) => {
+        $crate::impl_object!(@impl $type, $key, $key_type, $version, {});
+    };
+    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident, lifecycle: $lifecycle:ident) => {
+        $crate::impl_object!(@impl $type, $key, $key_type, $version, {
+            fn lifecycle(&self) -> ::std::option::Option<&$crate::Lifecycle> {
+                ::std::option::Option::Some(&self.$lifecycle)
+            }
+            fn lifecycle_mut(&mut self) -> ::std::option::Option<&mut $crate::Lifecycle> {
+                ::std::option::Option::Some(&mut self.$lifecycle)
+            }
+        });
+    };
+    (@impl $type:ty, $key:ident, $key_type:ty, $version:ident, { $($extra:tt)* }) => {
         impl $crate::Object for $type {
             type Key = $key_type;
             fn key(&self) -> $key_type {
@@ -200,6 +255,7 @@ macro_rules! impl_object {
             fn set_version(&mut self, version: $crate::Revision) {
                 self.$version = version;
             }
+            $($extra)*
         }
     };
 }

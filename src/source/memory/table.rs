@@ -2,13 +2,12 @@
 //! history of changes. Synchronous and free of tokio; the public
 //! [`MemoryStore`](super::MemoryStore) wraps it in a lock.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
 
 use foldhash::fast::RandomState;
 
-use crate::client::ClientError;
+use crate::client::{self, ClientError, Delete, Update};
 use crate::source::{Change, Object, Revision, Snapshot, SourceError};
 
 /// What a watch cursor finds next in the history.
@@ -85,6 +84,7 @@ impl<O: Object> Table<O> {
             return Err(ClientError::already_exists(&key));
         }
         object.set_generation(1);
+        client::created(&mut object);
         Ok(self.store(key, object))
     }
 
@@ -101,14 +101,26 @@ impl<O: Object> Table<O> {
             ));
         }
         carry_generation(&mut object, current);
-        Ok(self.store(key, object))
+        match client::updated(current, object)? {
+            Update::Store(object) => Ok(self.store(key, object)),
+            Update::Remove(mut object) => {
+                object.set_version(self.remove(key));
+                Ok(object)
+            }
+        }
     }
 
     pub(super) fn put(&mut self, mut object: O) -> O {
         let key = object.key();
         match self.objects.get(&key) {
-            Some(current) => carry_generation(&mut object, current),
-            None => object.set_generation(1),
+            Some(current) => {
+                carry_generation(&mut object, current);
+                client::keep_mark(current, &mut object);
+            }
+            None => {
+                object.set_generation(1);
+                client::created(&mut object);
+            }
         }
         self.store(key, object)
     }
@@ -118,17 +130,26 @@ impl<O: Object> Table<O> {
         key: &O::Key,
         version: Option<Revision>,
     ) -> Result<Revision, ClientError> {
-        let Entry::Occupied(entry) = self.objects.entry(key.clone()) else {
+        let Some(current) = self.objects.get(key) else {
             return Err(ClientError::not_found(key));
         };
-        let actual = entry.get().version();
+        let actual = current.version();
         if let Some(expected) = version.filter(|v| *v != actual) {
             return Err(ClientError::conflict(key, expected, actual));
         }
-        let (key, _) = entry.remove_entry();
+        match client::deleted(current) {
+            Delete::Remove => Ok(self.remove(key.clone())),
+            Delete::Mark(marked) => Ok(self.store(key.clone(), marked).version()),
+            Delete::Marked => Ok(actual),
+        }
+    }
+
+    /// Removes the object under `key`; returns the revision of the delete.
+    fn remove(&mut self, key: O::Key) -> Revision {
+        self.objects.remove(&key);
         let revision = self.bump();
         self.record(Change::Deleted { key, revision });
-        Ok(revision)
+        revision
     }
 
     /// Forgets the history up to `revision` (clamped to the current one).
