@@ -17,6 +17,7 @@ use crate::source::{Object, Revision};
 pub struct Context<O: Object> {
     pub(super) key: O::Key,
     pub(super) object: Option<Arc<O>>,
+    pub(super) last_state: Option<Arc<O>>,
     pub(super) attempt: u32,
     pub(super) triggers: Triggers,
     /// This reconcile's token (made on first use) and writes.
@@ -38,6 +39,19 @@ impl<O: Object> Context<O> {
     /// to reconcile too.
     pub fn object(&self) -> Option<&Arc<O>> {
         self.object.as_ref()
+    }
+
+    /// The last state the cache held of the primary object, when it was
+    /// deleted and this key has not been reconciled successfully since
+    /// (`None` while [`object`](Self::object) is `Some`): what cleanup of
+    /// external things the object named (a DNS record, a disk, a file)
+    /// needs, once the cache no longer has it. It comes from the informer's
+    /// delete event, or from a delete found on a relist, and is kept in
+    /// memory until a reconcile given it returns `Ok`; so it is lost if the
+    /// process restarts first: for cleanup that must happen exactly once
+    /// across restarts, use finalizers ([`Lifecycle`](crate::Lifecycle)).
+    pub fn deleted(&self) -> Option<&Arc<O>> {
+        self.last_state.as_ref()
     }
 
     /// 1 for a first attempt, n + 1 after n failures or

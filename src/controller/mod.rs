@@ -27,6 +27,7 @@
 mod builder;
 mod context;
 mod gate;
+mod last_states;
 mod observer;
 mod predicate;
 mod reconciler;
@@ -53,6 +54,7 @@ pub use self::watch::Watch;
 use self::builder::Config;
 use self::context::Caches;
 use self::gate::Gate;
+use self::last_states::LastStates;
 use self::watch::{Enqueue, Secondary, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::informer::{Informer, InformerError};
@@ -200,7 +202,12 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         let mut caches = Caches::default();
         caches.push(self.primary.informer().store());
         caches.set_clients(self.config.clients.clone());
-        let mut subscriptions = vec![subscribe_primary(&self.primary, sink.clone())];
+        let last_states = Arc::new(LastStates::new());
+        let mut subscriptions = vec![subscribe_primary(
+            &self.primary,
+            sink.clone(),
+            Arc::clone(&last_states),
+        )];
         for secondary in &self.secondaries {
             secondary.add_cache(&mut caches);
             subscriptions.push(secondary.subscribe(sink.clone()));
@@ -221,6 +228,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             fencing_token: self.fencing_token,
             workers: self.config.concurrency.get(),
             gate: self.config.read_your_writes.map(Gate::new),
+            last_states,
         });
         let hard_stop = self
             .abort

@@ -26,6 +26,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Whether the reconcile returned `Ok` (any [`Action`](super::Action)).
+    #[must_use]
+    pub const fn succeeded(self) -> bool {
+        matches!(self, Self::Success | Self::Requeue | Self::RequeueAfter)
+    }
+
     /// controller-runtime's `result` label: `success`, `error`, `requeue` or
     /// `requeue_after` (panics, timeouts and terminal errors are errors);
     /// `None` for a cancelled reconcile, which did not finish.

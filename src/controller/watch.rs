@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::context::Caches;
+use super::last_states::LastStates;
 use super::{Predicate, Trigger, Triggers};
 use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
 use crate::queue::{Marks, Priority, When, WorkQueue};
@@ -214,10 +215,13 @@ impl<P: Object> Synced for Subscription<P> {
     }
 }
 
-/// The primary source: each object's own key.
+/// The primary source: each object's own key. A deletion that passes the
+/// predicate leaves the object's last state in `last_states` for the key's
+/// reconcile; a creation forgets it.
 pub(crate) fn subscribe_primary<O: Object>(
     watch: &Watch<O>,
     sink: Enqueue<O::Key>,
+    last_states: Arc<LastStates<O>>,
 ) -> Box<dyn Synced>
 where
     O::Key: crate::QueueKey,
@@ -227,13 +231,20 @@ where
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
+        let key = event.object().key();
         let trigger = match event {
             Event::Initial(_) => Trigger::Initial,
             Event::Applied { .. } => Trigger::Changed,
-            Event::Deleted(_) => Trigger::Deleted,
+            Event::Deleted(last) => {
+                last_states.deleted(key.clone(), last);
+                Trigger::Deleted
+            }
             Event::Resync(_) => Trigger::Resync,
         };
-        keys.push(event.object().key(), trigger, is_background(event));
+        if matches!(event, Event::Initial(_) | Event::Applied { .. }) {
+            last_states.forget(&key);
+        }
+        keys.push(key, trigger, is_background(event));
     };
     Box::new(
         watch

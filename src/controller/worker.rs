@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::context::Caches;
 use super::gate::Gate;
+use super::last_states::LastStates;
 use super::scope::Scope;
 use super::watch::Enqueue;
 use super::{
@@ -47,6 +48,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) workers: usize,
     /// Holds keys until the caches show their writes (read-your-writes on).
     pub(super) gate: Option<Gate<O::Key>>,
+    /// Deleted primary objects' last states, until reconciled.
+    pub(super) last_states: Arc<LastStates<O>>,
 }
 
 /// Reports a reconcile's start and end to the observer, the end even when
@@ -248,9 +251,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         } else {
             triggers
         };
+        let object = self.store.get(key);
+        let last = match object {
+            None => self.last_states.get(key),
+            Some(_) => None,
+        };
         let ctx = Context {
             key: key.clone(),
-            object: self.store.get(key),
+            object,
+            last_state: last.clone(),
             attempt,
             triggers,
             scope: Arc::clone(scope),
@@ -273,6 +282,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
+        if let Some(last) = last.filter(|_| outcome.succeeded()) {
+            self.last_states.handed(key, &last);
+        }
         report.finish(outcome, took);
         (ended, waited)
     }
