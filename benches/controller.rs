@@ -71,7 +71,7 @@ impl Reconciler<Item> for Arc<NoOp> {
 /// Runs a controller over `store` until `finished` holds; returns the time.
 fn run_until(
     runtime: &tokio::runtime::Runtime,
-    store: &MemoryStore<Item>,
+    (store, read_your_writes): (&MemoryStore<Item>, Option<Duration>),
     reconciler: &Arc<NoOp>,
     write: impl FnOnce(),
     finished: impl Fn(&NoOp) -> bool,
@@ -80,6 +80,7 @@ fn run_until(
         let informer = Informer::builder(store.clone()).build().expect("valid");
         let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
+            .read_your_writes(read_your_writes)
             .build()
             .expect("valid");
         let stop = CancellationToken::new();
@@ -203,7 +204,7 @@ fn initial_sync_once() -> Run {
     });
     let took = run_until(
         &runtime,
-        &store,
+        (&store, Some(Duration::from_secs(10))),
         &reconciler,
         || {},
         |r| r.done.load(Ordering::Relaxed) == OBJECTS as usize,
@@ -244,7 +245,7 @@ fn update_storm_once() -> Run {
     let writer = store.clone();
     let took = run_until(
         &runtime,
-        &store,
+        (&store, Some(Duration::from_secs(10))),
         &reconciler,
         move || {
             std::thread::spawn(move || {
@@ -394,7 +395,18 @@ fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
 
 fn latency() {
     let runtime = runtime();
-    // 3. Latency: 20k updates/s for 5 s, backend write → reconcile start.
+    let (p50, p99) = latency_once(&runtime, true);
+    let (off50, off99) = latency_once(&runtime, false);
+    let (base50, base99) = latency_baseline(&runtime);
+    println!(
+        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; read-your-writes off: p50 {off50:.2?} ({:+.1} %), p99 {off99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}",
+        (p50.as_secs_f64() / off50.as_secs_f64() - 1.0) * 100.0,
+    );
+}
+
+/// 3. Latency: 20k updates/s for 5 s, backend write → reconcile start, of a
+///    reconciler that does not write (with read-your-writes on or off).
+fn latency_once(runtime: &tokio::runtime::Runtime, read_your_writes: bool) -> (Duration, Duration) {
     let store = MemoryStore::new("latency");
     for id in 0..1_000 {
         store.put(item(id, 0));
@@ -404,9 +416,10 @@ fn latency() {
         ..NoOp::default()
     });
     let writer = store.clone();
+    let gate = read_your_writes.then_some(Duration::from_secs(10));
     run_until(
-        &runtime,
-        &store,
+        runtime,
+        (&store, gate),
         &reconciler,
         move || {
             std::thread::spawn(move || {
@@ -418,11 +431,7 @@ fn latency() {
         |r| r.latencies.lock().expect("not poisoned").len() >= LATENCY_MEASURED,
     );
     let latencies = reconciler.latencies.lock().expect("not poisoned").clone();
-    let (p50, p99) = percentiles(latencies);
-    let (base50, base99) = latency_baseline(&runtime);
-    println!(
-        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}"
-    );
+    percentiles(latencies)
 }
 
 /// The wake-up floor of this machine: the same paced writer sending the
