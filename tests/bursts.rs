@@ -68,10 +68,8 @@ impl Reconciler<Item> for Arc<Seen> {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version() {
-    const KEYS: u64 = 30;
-    const PER_KEY: u64 = 100;
+/// A controller over a channel source, synced; the channel's sender.
+async fn start() -> (mpsc::UnboundedSender<Item>, Arc<Seen>, Harness) {
     let (tx, rx) = mpsc::unbounded_channel();
     let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
         .build()
@@ -88,6 +86,14 @@ async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version()
         .settle(Duration::from_secs(10))
         .await
         .expect("synced");
+    (tx, seen, harness)
+}
+
+#[tokio::test(start_paused = true)]
+async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version() {
+    const KEYS: u64 = 30;
+    const PER_KEY: u64 = 100;
+    let (tx, seen, mut harness) = start().await;
     // Every burst is in the channel before the informer runs again: one
     // run of input, cut by tokio's budget every 128 events.
     for n in 0..KEYS * PER_KEY {
@@ -117,22 +123,7 @@ async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version()
 #[tokio::test(start_paused = true)]
 async fn a_key_that_keeps_changing_still_reaches_the_queue_during_its_burst() {
     const CHANGES: u64 = 5_000;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
-        .build()
-        .expect("valid");
-    let seen = Arc::new(Seen::default());
-    let mut harness = Harness::new();
-    harness.informer(&informer);
-    harness.controller(
-        Controller::builder("hot", &informer, Arc::clone(&seen))
-            .build()
-            .expect("valid"),
-    );
-    harness
-        .settle(Duration::from_secs(10))
-        .await
-        .expect("synced");
+    let (tx, seen, mut harness) = start().await;
     for n in 0..CHANGES {
         let item = Item {
             id: 7,

@@ -61,10 +61,14 @@ impl Reconciler<Counter> for Arc<CountsUp> {
     }
 }
 
-/// What the counting reconciles saw, with read-your-writes on or off.
-async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
-    let counters = MemoryStore::new("counters");
-    counters.set_faults(slow(11)).expect("valid faults");
+/// A counting controller over `counters` (faults already set) with
+/// read-your-writes on or off, `observer` told of its reconciles; the
+/// counter created.
+async fn start_counting(
+    counters: &MemoryStore<Counter>,
+    read_your_writes: Option<Duration>,
+    observer: Arc<dyn tend::controller::ControllerObserver>,
+) -> (Harness, Informer<Counter>, Arc<CountsUp>) {
     let informer = Informer::builder(counters.clone()).build().expect("valid");
     let seen = Arc::new(CountsUp(Mutex::new(Vec::new())));
     let mut harness = Harness::new();
@@ -73,6 +77,7 @@ async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
         Controller::builder("counts", &informer, Arc::clone(&seen))
             .client(counters.client())
             .read_your_writes(read_your_writes)
+            .observer(observer)
             .build()
             .expect("valid"),
     );
@@ -82,6 +87,15 @@ async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
         version: Revision::ZERO,
     };
     counters.client().create(first).await.expect("created");
+    (harness, informer, seen)
+}
+
+/// What the counting reconciles saw, with read-your-writes on or off.
+async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
+    let counters = MemoryStore::new("counters");
+    counters.set_faults(slow(11)).expect("valid faults");
+    let (mut harness, informer, seen) =
+        start_counting(&counters, read_your_writes, Arc::new(Expired::default())).await;
     settle_caught_up(&mut harness, &[(&counters, &informer)]).await;
     harness.shutdown().await.expect("clean");
     let seen = seen.0.lock();
@@ -299,25 +313,9 @@ async fn a_wait_past_its_bound_is_counted_and_the_key_reconciled_anyway() {
             ..Faults::default()
         })
         .expect("valid faults");
-    let informer = Informer::builder(counters.clone()).build().expect("valid");
-    let seen = Arc::new(CountsUp(Mutex::new(Vec::new())));
     let expired = Arc::new(Expired::default());
-    let mut harness = Harness::new();
-    harness.informer(&informer);
-    harness.controller(
-        Controller::builder("counts", &informer, Arc::clone(&seen))
-            .client(counters.client())
-            .read_your_writes(Some(Duration::from_millis(100)))
-            .observer(expired.clone())
-            .build()
-            .expect("valid"),
-    );
-    let first = Counter {
-        name: "c".into(),
-        count: 0,
-        version: Revision::ZERO,
-    };
-    counters.client().create(first).await.expect("created");
+    let bound = Some(Duration::from_millis(100));
+    let (harness, _informer, seen) = start_counting(&counters, bound, expired.clone()).await;
     // Reconciles at once when a wait expires, and the next sees the cache
     // it waited for: the counter still gets there.
     support::wait_until("the counter at 20", LIMIT, || {
