@@ -11,7 +11,7 @@ use super::watch::{Mapped, Secondary, Watch};
 use super::{Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger};
 use crate::client::Client;
 use crate::informer::Informer;
-use crate::queue::{Priority, QueueObserver, WorkQueue};
+use crate::queue::{Debounce, Priority, QueueObserver, WorkQueue};
 use crate::rate_limit::RateLimiter;
 use crate::source::Object;
 
@@ -39,6 +39,8 @@ pub(crate) struct Config {
     pub(crate) shutdown_grace: Duration,
     /// How long a key waits for the caches it wrote to; `None`: no waiting.
     pub(crate) read_your_writes: Option<Duration>,
+    /// The debounce window of change events; `None`: none.
+    pub(crate) debounce: Option<Duration>,
     pub(crate) clients: Clients,
 }
 
@@ -59,6 +61,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 sync_timeout: Duration::from_secs(120),
                 shutdown_grace: Duration::from_secs(30),
                 read_your_writes: Some(DEFAULT_READ_YOUR_WRITES),
+                debounce: None,
                 clients: Clients::default(),
             },
             limiter: None,
@@ -187,6 +190,28 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
+    /// Debounces change events (default: off), for controllers that prefer
+    /// fewer reconciles to latency: a change of a key (of the primary, or of
+    /// an owned or watched object mapped to it) reconciles it `window` after
+    /// the key's *last* change, so a burst of changes closer together than
+    /// `window` costs one reconcile, at the burst's last version. A key that
+    /// never stops changing is still reconciled at most
+    /// [`DEBOUNCE_WINDOWS`] windows after the first change it waits for.
+    ///
+    /// The price is latency: every change waits at least one window (and
+    /// up to [`DEBOUNCE_WINDOWS`]) before its reconcile starts. What is not a
+    /// change keeps its own timing: initial lists and resyncs are queued at
+    /// once (at the background priority), retries and requeues wait exactly
+    /// what they asked for (a change meanwhile runs with them rather than
+    /// pushing them back). A change while the key's reconcile runs is
+    /// waited for a window after that reconcile ends (bounded from that
+    /// change). A zero window is refused; `Duration::MAX` postpones changes
+    /// for ever.
+    pub fn debounce(mut self, window: Duration) -> Self {
+        self.config.debounce = Some(window);
+        self
+    }
+
     /// Receives reconcile measurements (default: none).
     pub fn observer(mut self, observer: Arc<dyn ControllerObserver>) -> Self {
         self.observer = observer;
@@ -204,7 +229,8 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     /// # Errors
     ///
     /// [`ControllerError::InvalidConfig`] for an empty name or a zero resync
-    /// period, reconcile timeout, sync timeout or shutdown grace.
+    /// period, reconcile timeout, sync timeout, shutdown grace,
+    /// read-your-writes timeout or debounce window.
     pub fn build(self) -> Result<Controller<O, R>, ControllerError> {
         self.validate()?;
         let mut queue = WorkQueue::builder().name(self.name.clone());
@@ -213,6 +239,12 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         }
         if let Some(observer) = self.queue_observer {
             queue = queue.observer(observer);
+        }
+        if let Some(window) = self.config.debounce {
+            queue = queue.debounce(Debounce {
+                window,
+                max: window.saturating_mul(DEBOUNCE_WINDOWS),
+            });
         }
         Ok(Controller::assemble(
             self.name,
@@ -225,6 +257,11 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         ))
     }
 }
+
+/// The most windows a debounced change waits (see
+/// [`ControllerBuilder::debounce`]): a key that changes without end is still
+/// reconciled this often.
+pub const DEBOUNCE_WINDOWS: u32 = 4;
 
 /// How long a key waits for the caches it wrote to, by default.
 pub(crate) const DEFAULT_READ_YOUR_WRITES: Duration = Duration::from_secs(10);
@@ -250,6 +287,8 @@ impl<O: Object, R> ControllerBuilder<O, R> {
             "the shutdown grace is zero"
         } else if config.read_your_writes.is_some_and(|t| t.is_zero()) {
             "the read-your-writes timeout is zero"
+        } else if config.debounce.is_some_and(|window| window.is_zero()) {
+            "the debounce window is zero"
         } else if config.concurrency.get() > MAX_CONCURRENCY {
             "the concurrency is above 65536 workers"
         } else {

@@ -43,7 +43,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use self::builder::ControllerBuilder;
+pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::predicate::Predicate;

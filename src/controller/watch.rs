@@ -11,7 +11,7 @@ use super::context::Caches;
 use super::last_states::LastStates;
 use super::{Predicate, Trigger, Triggers};
 use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
-use crate::queue::{Marks, Priority, When, WorkQueue};
+use crate::queue::{Add, Priority, When, WorkQueue};
 use crate::source::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
@@ -80,14 +80,21 @@ impl<K: crate::QueueKey> Clone for Enqueue<K> {
 
 impl<K: crate::QueueKey> Enqueue<K> {
     /// What to queue for `key`: the background priority for initial lists
-    /// and resyncs (so fresh changes go first), else normal priority.
-    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> (K, Priority, Marks) {
+    /// and resyncs (so fresh changes go first), else normal priority and
+    /// debounced (when the controller debounces: background keys are not
+    /// bursts).
+    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K> {
         let priority = if background {
             self.background
         } else {
             Priority::NORMAL
         };
-        (key, priority, Triggers::from(trigger).bits())
+        Add {
+            key,
+            priority,
+            marks: Triggers::from(trigger).bits(),
+            debounced: !background,
+        }
     }
 
     /// Queues `key` after `delay` (a requeue) at the priority it ran at;

@@ -198,12 +198,14 @@ fn take_more<K: QueueKey>(
 }
 
 /// Ends the keys of `finished` in the core, keeping only those that were in
-/// flight; returns how many were queued again (dirty).
+/// flight; returns how many were queued again (dirty), counting a key
+/// debounced again ahead of every other timer as one (a sleeping worker
+/// must look again).
 fn end<K: QueueKey>(core: &mut Core<K>, finished: &mut Vec<(K, Duration)>, now: Stamp) -> usize {
     let mut requeued = 0;
     finished.retain(|(key, _)| match core.done(key, now) {
         Ok(done) => {
-            requeued += usize::from(done.requeued);
+            requeued += usize::from(done.requeued || done.earliest_timer);
             true
         }
         Err(_) => false,

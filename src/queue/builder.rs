@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::Core;
+use super::core::{Core, Debounce};
 use super::observer::NoopObserver;
 use super::rate_limit::{RateLimiter, default_rate_limiter};
 use super::{QueueKey, QueueObserver, Shared, WorkQueue};
@@ -33,6 +33,7 @@ pub struct WorkQueueBuilder<K> {
     limiter: Option<Box<dyn RateLimiter<K>>>,
     observer: Arc<dyn QueueObserver>,
     max_wait: Duration,
+    debounce: Option<Debounce>,
 }
 
 impl<K: QueueKey> WorkQueueBuilder<K> {
@@ -46,6 +47,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
             limiter: None,
             observer: Arc::new(NoopObserver),
             max_wait: Self::DEFAULT_MAX_WAIT,
+            debounce: None,
         }
     }
 
@@ -87,6 +89,12 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         self
     }
 
+    /// Debounces the change events a controller adds (`Add::debounced`).
+    pub(crate) fn debounce(mut self, debounce: Debounce) -> Self {
+        self.debounce = Some(debounce);
+        self
+    }
+
     /// Builds the queue.
     #[must_use]
     pub fn build(self) -> WorkQueue<K> {
@@ -96,7 +104,10 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
         WorkQueue {
             shared: Arc::new(Shared {
                 name: self.name,
-                core: Mutex::new(Core::new(self.max_wait)),
+                core: Mutex::new(match self.debounce {
+                    Some(debounce) => Core::new(self.max_wait).with_debounce(debounce),
+                    None => Core::new(self.max_wait),
+                }),
                 ready: tokio::sync::Notify::new(),
                 drained: tokio::sync::Notify::new(),
                 limiter,

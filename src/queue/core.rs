@@ -17,6 +17,14 @@
 //!   that lands on it and handed out with the key (the controller's "why did
 //!   this run"). A timer's marks count only if it fires: an add that makes
 //!   the key ready sooner cancels the timer and its marks with it.
+//! - A debounced add (a change event, when the queue debounces) sets a
+//!   debounced timer `window` ahead, which later debounced adds push back,
+//!   never past `max` after the first of them (its limit). Its marks record
+//!   changes that happened, so they outlive it when an add or an earlier
+//!   timer replaces it. It never delays a key that is ready, nor a plain
+//!   timer (a retry, a requeue) due sooner. In flight, only debounced adds
+//!   leave a dirty key debounced: `done` then schedules it a window later
+//!   (bounded from its first add) instead of making it ready.
 //! - `levels` and `timers` (in `Lanes`) may hold stale entries (a key
 //!   re-prioritised, a timer superseded); an entry is live iff its `seq`
 //!   equals the one in the key's slot. Stale entries are counted and
@@ -37,13 +45,22 @@ use foldhash::fast::RandomState;
 use super::lanes::{Lanes, Place, Ready};
 use super::levels::ReadyEntry;
 use super::shrink;
-use super::slot::{DIRTY, IN_FLIGHT, Queued, READY, SCHEDULED, Slot};
+use super::slot::{DEBOUNCED, DIRTY, Dirty, IN_FLIGHT, Queued, READY, SCHEDULED, Slot, Timer};
 use super::stamp::Stamp;
 use super::{Priority, QueueKey};
 
 /// Bits an add attaches to its key, OR-ed together until the key is handed
 /// out (see the module docs).
 pub(crate) type Marks = u8;
+
+/// How a queue debounces change events (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Debounce {
+    /// How long a key waits after its last change.
+    pub(crate) window: Duration,
+    /// How long at most it waits after the first change it waits for.
+    pub(crate) max: Duration,
+}
 
 /// Stale entries tolerated before a compaction is considered.
 const COMPACT_FLOOR: usize = 64;
@@ -52,6 +69,7 @@ pub(crate) struct Core<K> {
     slots: HashMap<K, Slot, RandomState>,
     lanes: Lanes<K>,
     max_wait: Duration,
+    debounce: Option<Debounce>,
     aged_turn: bool,
     shut_down: bool,
     /// Bumped by every explicit shutdown: a drain that began at another
@@ -141,6 +159,9 @@ pub(crate) struct NotInFlight;
 pub(crate) struct Finished {
     pub(crate) worked: Duration,
     pub(crate) requeued: bool,
+    /// The key was debounced again and its timer is the earliest: a worker
+    /// sleeping until a later one must look again.
+    pub(crate) earliest_timer: bool,
 }
 
 impl<K: QueueKey> Core<K> {
@@ -149,12 +170,20 @@ impl<K: QueueKey> Core<K> {
             slots: HashMap::default(),
             lanes: Lanes::new(),
             max_wait,
+            debounce: None,
             aged_turn: false,
             shut_down: false,
             drain_cuts: 0,
             timer_watchers: 0,
             dropped: 0,
         }
+    }
+
+    /// Debounces change events (see the module docs): [`debounce`](Self::debounce)
+    /// adds are plain adds without it.
+    pub(crate) fn with_debounce(mut self, debounce: Debounce) -> Self {
+        self.debounce = Some(debounce);
+        self
     }
 
     /// Makes `key` ready at `priority`: a key already ready stays once (at
@@ -187,7 +216,7 @@ impl<K: QueueKey> Core<K> {
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
                 if slot.has(IN_FLIGHT) {
-                    return add_in_flight(&mut self.lanes, slot, priority, marks, now);
+                    return add_in_flight(&mut self.lanes, slot, priority, marks, now, false);
                 }
                 let Some(ready) = pending_ready(&mut self.lanes, slot, priority, marks, now) else {
                     return Added::Deduplicated;
@@ -229,6 +258,9 @@ impl<K: QueueKey> Core<K> {
             Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
         };
         if slot.has(READY | DIRTY) {
+            // A debounced dirty key would wait a window after `done`: this
+            // timer may be sooner, so it runs at `done`.
+            slot.state &= !DEBOUNCED;
             return Scheduled::Deduplicated;
         }
         if let Some(timer) = slot.timer().filter(|t| t.deadline <= deadline) {
@@ -240,7 +272,68 @@ impl<K: QueueKey> Core<K> {
             since: deadline,
             marks,
         };
-        let earliest = self.lanes.schedule(slot, key, deadline, ready);
+        let earliest = self.lanes.schedule(slot, key, deadline, ready, None);
+        self.compact_if_needed();
+        Scheduled::Timer { earliest }
+    }
+
+    /// A debounced add (a change event; a plain [`add`](Self::add) when the
+    /// queue does not debounce): `key` becomes ready a window after this
+    /// add, or at its limit (`max` after the first add it waits for),
+    /// whichever is first. A ready key, or a plain timer due sooner, stays
+    /// as it is (the marks merged); a key in flight is marked dirty.
+    pub(crate) fn debounce(
+        &mut self,
+        key: K,
+        priority: Priority,
+        marks: Marks,
+        now: impl FnOnce() -> Stamp,
+    ) -> Scheduled {
+        let Some(debounce) = self.debounce else {
+            return Scheduled::Now(self.add(key, priority, marks, now));
+        };
+        let now = now();
+        let deadline = now.after(debounce.window);
+        if self.shut_down || deadline <= now {
+            return Scheduled::Now(self.add(key, priority, marks, || now));
+        }
+        let (key, slot) = match self.slots.entry(key) {
+            Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
+            Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
+        };
+        if slot.has(IN_FLIGHT) {
+            let added = add_in_flight(&mut self.lanes, slot, priority, marks, || now, true);
+            return Scheduled::Now(added);
+        }
+        if slot.has(READY) {
+            return Scheduled::Now(self.add(key, priority, marks, || now));
+        }
+        let timer = slot.timer();
+        let limit = match timer {
+            Some(Timer {
+                limit: Some(limit), ..
+            }) => limit,
+            _ => now.after(debounce.max),
+        };
+        let deadline = deadline.min(limit);
+        // A plain timer due sooner stays (a retry or requeue keeps its
+        // time, and the change runs with it); a debounced one is pushed
+        // back, unless it is at its limit already.
+        let stays = timer.is_some_and(|timer| match timer.limit {
+            None => timer.deadline <= deadline,
+            Some(_) => timer.deadline >= deadline,
+        });
+        if stays {
+            slot.priority = slot.priority.max(priority);
+            slot.marks |= marks;
+            return Scheduled::Deduplicated;
+        }
+        let ready = Ready {
+            priority,
+            since: deadline,
+            marks,
+        };
+        let earliest = self.lanes.schedule(slot, key, deadline, ready, Some(limit));
         self.compact_if_needed();
         Scheduled::Timer { earliest }
     }
@@ -254,6 +347,10 @@ impl<K: QueueKey> Core<K> {
         };
         if !slot.has(READY | SCHEDULED | DIRTY) {
             return false;
+        }
+        if slot.has(DIRTY) {
+            // A retry of a key made dirty by changes: no later than `done`.
+            slot.state &= !DEBOUNCED;
         }
         // The marks of whichever of the three the key is in.
         slot.marks |= marks;
@@ -287,16 +384,17 @@ impl<K: QueueKey> Core<K> {
         let slot = self.slots.get_mut(key).ok_or(NotInFlight)?;
         let started = slot.started().ok_or(NotInFlight)?;
         self.lanes.end(slot);
-        let worked = now.saturating_duration_since(started);
+        let mut finished = Finished {
+            worked: now.saturating_duration_since(started),
+            requeued: false,
+            earliest_timer: false,
+        };
         let Some(dirty) = slot.take_dirty() else {
             if slot.is_empty() {
                 self.slots.remove(key);
                 self.shrink_slots_if_sparse();
             }
-            return Ok(Finished {
-                worked,
-                requeued: false,
-            });
+            return Ok(finished);
         };
         // A dirty key is not queued (adds only marked it dirty) and has no
         // timer (marking it dirty cancelled that, and later timers dedup).
@@ -305,11 +403,19 @@ impl<K: QueueKey> Core<K> {
             since: dirty.since,
             marks: dirty.marks,
         };
+        if let Some((deadline, limit)) = debounced_again(self.debounce, &dirty, now) {
+            let ready = Ready {
+                since: deadline,
+                ..ready
+            };
+            finished.earliest_timer =
+                self.lanes
+                    .schedule(slot, key.clone(), deadline, ready, Some(limit));
+            return Ok(finished);
+        }
         self.lanes.make_ready(slot, key.clone(), ready, Place::Back);
-        Ok(Finished {
-            worked,
-            requeued: true,
-        })
+        finished.requeued = true;
+        Ok(finished)
     }
 
     /// Hands back a key taken but not started: ready again first in its
@@ -346,6 +452,7 @@ impl<K: QueueKey> Core<K> {
         }
         if let Some(timer) = self.lanes.cancel_timer(slot) {
             ready.priority = ready.priority.max(timer.priority);
+            ready.marks |= timer.kept_marks();
         }
         self.lanes.make_ready(slot, key, ready, Place::Front);
         Restored::Ready
@@ -478,7 +585,7 @@ impl<K: QueueKey> Core<K> {
             };
             fired += 1;
             if slot.has(IN_FLIGHT) {
-                slot.mark_dirty(timer.priority, entry.deadline, timer.marks);
+                slot.mark_dirty(timer.priority, entry.deadline, timer.marks, false);
                 continue;
             }
             let ready = Ready {
@@ -582,24 +689,45 @@ fn is_live<K: QueueKey>(slots: &HashMap<K, Slot, RandomState>, entry: &ReadyEntr
         .is_some_and(|q| q.seq == entry.seq)
 }
 
+/// When a key made dirty by debounced adds only runs again: a window after
+/// `now`, at most its limit from the first of those adds (`None`: now).
+fn debounced_again(
+    debounce: Option<Debounce>,
+    dirty: &Dirty,
+    now: Stamp,
+) -> Option<(Stamp, Stamp)> {
+    let debounce = debounce.filter(|_| dirty.debounced)?;
+    let limit = dirty.since.after(debounce.max);
+    let deadline = now.after(debounce.window).min(limit);
+    (deadline > now).then_some((deadline, limit))
+}
+
 /// An add for a key in flight: it runs again once its worker is done
 /// (dirty), which is sooner than any timer it had, at the higher priority.
+/// Only `debounced` adds leave it debounced, and only if it had no plain
+/// timer (that would have run it sooner than a window after `done`).
 fn add_in_flight<K: Clone>(
     lanes: &mut Lanes<K>,
     slot: &mut Slot,
     priority: Priority,
     marks: Marks,
     now: impl FnOnce() -> Stamp,
+    debounced: bool,
 ) -> Added {
     if slot.has(DIRTY) {
-        slot.mark_dirty(priority, Stamp::default(), marks);
+        slot.mark_dirty(priority, Stamp::default(), marks, debounced);
         return Added::Deduplicated;
     }
     // Taken first: a timer and dirty share fields.
-    let priority = lanes
-        .cancel_timer(slot)
-        .map_or(priority, |timer| timer.priority.max(priority));
-    slot.mark_dirty(priority, now(), marks);
+    let (priority, marks, debounced) = match lanes.cancel_timer(slot) {
+        Some(timer) => (
+            timer.priority.max(priority),
+            marks | timer.kept_marks(),
+            debounced && timer.limit.is_some(),
+        ),
+        None => (priority, marks, debounced),
+    };
+    slot.mark_dirty(priority, now(), marks, debounced);
     Added::Dirty
 }
 
@@ -624,12 +752,16 @@ fn pending_ready<K: Clone>(
             since: queued.since,
             marks: queued.marks | marks,
         }),
-        None => Some(Ready {
-            priority: lanes
-                .cancel_timer(slot)
-                .map_or(priority, |timer| timer.priority.max(priority)),
-            since: now(),
-            marks,
-        }),
+        None => {
+            let (priority, marks) = match lanes.cancel_timer(slot) {
+                Some(timer) => (timer.priority.max(priority), marks | timer.kept_marks()),
+                None => (priority, marks),
+            };
+            Some(Ready {
+                priority,
+                since: now(),
+                marks,
+            })
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Where keys wait in the queue core: the ready levels and the timer heap,
 //! with the counts that go with them, and one function per slot transition
-//! that touches them (make ready, cancel a timer, schedule, fire, start,
-//! end).
+//! that touches them (make ready, cancel a timer, schedule or push back a
+//! debounced timer, fire, start, end).
 //!
 //! Entries may go stale (a key moved to another level, a timer superseded):
 //! an entry is live iff its `seq` equals the one in the key's slot; stale
@@ -93,25 +93,33 @@ impl<K: Clone> Lanes<K> {
         Some(timer)
     }
 
-    /// Sets `slot`'s timer at `deadline` (replacing a later one, whose
-    /// priority it keeps if higher); returns whether it is now the earliest.
+    /// Sets `slot`'s timer at `deadline` (replacing another, whose priority
+    /// it keeps if higher, and its marks if it was debounced); `limit` makes
+    /// it a debounced timer, which later debounced adds may push back up to
+    /// `limit`. Returns whether it is now the earliest.
     pub(super) fn schedule(
         &mut self,
         slot: &mut Slot,
         key: K,
         deadline: Stamp,
         ready: Ready,
+        limit: Option<Stamp>,
     ) -> bool {
-        let priority = self
-            .cancel_timer(slot)
-            .map_or(ready.priority, |later| later.priority.max(ready.priority));
+        let (priority, marks) = match self.cancel_timer(slot) {
+            Some(old) => (
+                old.priority.max(ready.priority),
+                old.kept_marks() | ready.marks,
+            ),
+            None => (ready.priority, ready.marks),
+        };
         self.scheduled += 1;
         let seq = self.seq();
         slot.set_timer(Timer {
             seq,
             deadline,
             priority,
-            marks: ready.marks,
+            marks,
+            limit,
         });
         let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
         self.timers.push(TimerEntry { deadline, seq, key });

@@ -362,7 +362,8 @@ impl Queue {
             let mut core = lock(&self.core);
             (core.done(&key, now), core.is_idle_after_shutdown())
         };
-        if finished.expect("in flight").requeued {
+        let finished = finished.expect("in flight");
+        if finished.requeued || finished.earliest_timer {
             self.ready.notify_one();
         }
         if drained {

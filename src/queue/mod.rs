@@ -61,8 +61,8 @@ use tokio::time::Instant;
 
 pub(crate) use self::batch::Batch;
 pub(crate) use self::core::Handed;
-pub(crate) use self::core::Marks;
 use self::core::{Added, Core, Next, Scheduled};
+pub(crate) use self::core::{Debounce, Marks};
 use self::rate_limit::RateLimiter;
 use self::stamp::{Epoch, Stamp};
 pub(crate) use crate::key::QueueKey;
@@ -82,6 +82,16 @@ pub(crate) enum When {
     /// After the rate limiter's delay for the key, at least `floor`,
     /// recording one more failure; a key already pending stays as it is.
     Backoff { floor: Duration },
+}
+
+/// One add of a run given to [`WorkQueue::add_many`].
+#[derive(Debug, Clone)]
+pub(crate) struct Add<K> {
+    pub(crate) key: K,
+    pub(crate) priority: Priority,
+    pub(crate) marks: Marks,
+    /// A change event: debounced if the queue debounces, else at once.
+    pub(crate) debounced: bool,
 }
 
 /// How long a retry waits when its rate limiter panicked: long enough not
@@ -202,26 +212,44 @@ impl<K: QueueKey> WorkQueue<K> {
         }
     }
 
-    /// Adds each `(key, priority, marks)` as [`enqueue`](Self::enqueue) now
-    /// would, under one lock: for handlers that gather a run of events. The
-    /// iterator runs under the lock: it must not call user code.
-    pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = (K, Priority, Marks)>) {
-        let ((queued, dirty), _) = self.with_core(|core| {
-            let (mut queued, mut dirty) = (0usize, 0usize);
+    /// Adds each key at once, or debounced (see [`Add`]), under one lock:
+    /// for handlers that gather a run of events. The iterator runs under
+    /// the lock: it must not call user code.
+    pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = Add<K>>) {
+        let ((queued, dirty, earliest), _) = self.with_core(|core| {
+            let (mut queued, mut dirty, mut earliest) = (0usize, 0usize, false);
             // One clock read for the run, and none if every add is a no-op.
             let mut now = None;
-            for (key, priority, marks) in keys {
-                match core.add(key, priority, marks, || {
-                    *now.get_or_insert_with(|| self.now())
-                }) {
+            let mut clock = || *now.get_or_insert_with(|| self.now());
+            for Add {
+                key,
+                priority,
+                marks,
+                debounced,
+            } in keys
+            {
+                let added = if debounced {
+                    match core.debounce(key, priority, marks, &mut clock) {
+                        Scheduled::Now(added) => added,
+                        Scheduled::Timer { earliest: first } => {
+                            earliest |= first;
+                            continue;
+                        }
+                        Scheduled::Deduplicated | Scheduled::Rejected => continue,
+                    }
+                } else {
+                    core.add(key, priority, marks, &mut clock)
+                };
+                match added {
                     Added::Queued => queued += 1,
                     Added::Dirty => dirty += 1,
                     Added::Deduplicated | Added::Rejected => {}
                 }
             }
-            (queued, dirty)
+            (queued, dirty, earliest)
         });
-        for _ in 0..queued {
+        // A worker sleeping until a later deadline must look again.
+        for _ in 0..queued + usize::from(earliest) {
             self.shared.ready.notify_one();
         }
         for _ in 0..queued + dirty {
@@ -445,7 +473,8 @@ impl<K: QueueKey> WorkQueue<K> {
         let finished = finished.map_err(|_| DoneError {
             key: format!("{key:?}"),
         })?;
-        if finished.requeued {
+        // Queued again, or debounced again ahead of every other timer.
+        if finished.requeued || finished.earliest_timer {
             self.shared.ready.notify_one();
         }
         if drained {

@@ -10,13 +10,17 @@ use super::stamp::Stamp;
 /// queue's memory per key and what a lookup pulls into cache. Ready,
 /// scheduled and dirty exclude one another, so they share `at`, `seq`,
 /// `priority` and `marks`; in flight goes with none, a timer, or dirty.
+/// `DEBOUNCED` qualifies a timer or dirty state set by debounced adds only;
+/// a debounced timer is never in flight (an add in flight marks dirty), so
+/// it keeps its limit in `started`.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Slot {
     /// Ready: since when; scheduled: the deadline; dirty: the first add.
     pub(super) at: Stamp,
     /// The live ready or timer entry's sequence number.
     pub(super) seq: u64,
-    /// In flight: since when.
+    /// In flight: since when; a debounced timer: the latest its deadline
+    /// may be pushed back to.
     pub(super) started: Stamp,
     pub(super) state: u8,
     pub(super) priority: Priority,
@@ -27,6 +31,7 @@ pub(super) const READY: u8 = 1;
 pub(super) const SCHEDULED: u8 = 2;
 pub(super) const IN_FLIGHT: u8 = 4;
 pub(super) const DIRTY: u8 = 8;
+pub(super) const DEBOUNCED: u8 = 16;
 
 impl Slot {
     pub(super) fn is_empty(&self) -> bool {
@@ -69,16 +74,24 @@ impl Slot {
             deadline: self.at,
             priority: self.priority,
             marks: self.marks,
+            limit: self.has(DEBOUNCED).then_some(self.started),
         })
     }
 
     pub(super) fn set_timer(&mut self, t: Timer) {
         self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.marks);
+        if let Some(limit) = t.limit {
+            debug_assert!(!self.has(IN_FLIGHT), "a debounced timer is never in flight");
+            self.state |= DEBOUNCED;
+            self.started = limit;
+        }
     }
 
     pub(super) fn take_timer(&mut self) -> Option<Timer> {
         let timer = self.timer();
-        self.state &= !SCHEDULED;
+        if timer.is_some() {
+            self.state &= !(SCHEDULED | DEBOUNCED);
+        }
         timer
     }
 
@@ -97,24 +110,41 @@ impl Slot {
             priority: self.priority,
             since: self.at,
             marks: self.marks,
+            debounced: self.has(DEBOUNCED),
         })
     }
 
     pub(super) fn take_dirty(&mut self) -> Option<Dirty> {
         let dirty = self.dirty();
-        self.state &= !DIRTY;
+        if dirty.is_some() {
+            self.state &= !(DIRTY | DEBOUNCED);
+        }
         dirty
     }
 
     /// Marks an in-flight key dirty (first add at `now`), or adds to its
-    /// dirty state.
-    pub(super) fn mark_dirty(&mut self, priority: Priority, now: Stamp, marks: Marks) {
+    /// dirty state; it stays debounced only while every add was.
+    pub(super) fn mark_dirty(
+        &mut self,
+        priority: Priority,
+        now: Stamp,
+        marks: Marks,
+        debounced: bool,
+    ) {
         match self.dirty() {
             Some(dirty) => {
                 self.priority = dirty.priority.max(priority);
                 self.marks |= marks;
+                if !debounced {
+                    self.state &= !DEBOUNCED;
+                }
             }
-            None => self.set(DIRTY, now, 0, priority, marks),
+            None => {
+                self.set(DIRTY, now, 0, priority, marks);
+                if debounced {
+                    self.state |= DEBOUNCED;
+                }
+            }
         }
     }
 }
@@ -133,6 +163,17 @@ pub(super) struct Timer {
     pub(super) deadline: Stamp,
     pub(super) priority: Priority,
     pub(super) marks: Marks,
+    /// Set by debounced adds: the latest the deadline may move to.
+    pub(super) limit: Option<Stamp>,
+}
+
+impl Timer {
+    /// The marks that outlive the timer when something replaces it: a
+    /// debounced timer's record changes that happened; a plain timer's
+    /// count only if it fires.
+    pub(super) fn kept_marks(&self) -> Marks {
+        if self.limit.is_some() { self.marks } else { 0 }
+    }
 }
 
 /// What an in-flight key is queued again with when its worker is done.
@@ -142,4 +183,6 @@ pub(super) struct Dirty {
     /// The first add during processing.
     pub(super) since: Stamp,
     pub(super) marks: Marks,
+    /// Only debounced adds made it dirty: debounced again at `done`.
+    pub(super) debounced: bool,
 }

@@ -307,6 +307,7 @@ fn adding_to_a_shut_down_core_is_rejected() {
 enum Op {
     Add(u8, i8, Marks),
     AddAfter(u8, u64, i8, Marks),
+    Debounce(u8, i8, Marks),
     MarkPending(u8, Marks),
     Get,
     Done(usize),
@@ -319,6 +320,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..12u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Add(k, p, m)),
         2 => (0..12u8, 0..50u64, -1..=1i8, mark()).prop_map(|(k, d, p, m)| Op::AddAfter(k, d, p, m)),
+        // Few keys, so that windows slide and reach their bound.
+        3 => (0..4u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Debounce(k, p, m)),
         1 => (0..12u8, mark()).prop_map(|(k, m)| Op::MarkPending(k, m)),
         4 => Just(Op::Get),
         3 => (0..8usize).prop_map(Op::Done),
@@ -345,18 +348,45 @@ struct Ready {
     marks: Marks,
 }
 
+/// A timer in the model.
+#[derive(Debug, Clone, Copy)]
+struct Timer {
+    at: u64,
+    order: i64,
+    marks: Marks,
+    priority: Priority,
+    /// A debounced timer: the latest it may be pushed back to.
+    limit: Option<u64>,
+}
+
+impl Timer {
+    /// A debounced timer's marks are changes: they outlive it.
+    fn kept(&self) -> Marks {
+        if self.limit.is_some() { self.marks } else { 0 }
+    }
+}
+
+/// A key in flight that was added to meanwhile.
+#[derive(Debug, Clone, Copy)]
+struct Dirty {
+    priority: Priority,
+    /// The first add while in flight.
+    since: u64,
+    marks: Marks,
+    /// Only debounced adds, and no plain timer, made it dirty.
+    debounced: bool,
+}
+
 /// A plainly written reference queue. Orders are relative: a counter stamps
 /// ready entries and timers in the order the core stamps its sequence numbers.
 /// Marks follow the pending state they were added to. Times are in ms.
 #[derive(Default)]
 struct Model {
     ready: Vec<Ready>,
-    /// Deadline, order, marks, priority.
-    timers: HashMap<u8, (u64, i64, Marks, Priority)>,
+    timers: HashMap<u8, Timer>,
     /// Since when each key in flight had been ready.
     in_flight: HashMap<u8, u64>,
-    /// Priority, the first add while in flight, marks.
-    dirty: HashMap<u8, (Priority, u64, Marks)>,
+    dirty: HashMap<u8, Dirty>,
     shut_down: bool,
     stamp: i64,
     /// Stamps for keys put back first in their level, counting down.
@@ -364,12 +394,15 @@ struct Model {
     max_wait: u64,
     /// Whether the next pop among several levels serves an aged key first.
     aged_turn: bool,
+    /// The debounce window and bound, in ms.
+    debounce: Option<(u64, u64)>,
 }
 
 impl Model {
-    fn new(max_wait: u64) -> Self {
+    fn new(max_wait: u64, debounce: Option<(u64, u64)>) -> Self {
         Self {
             max_wait,
+            debounce,
             ..Self::default()
         }
     }
@@ -386,13 +419,14 @@ impl Model {
         if self.shut_down {
             return;
         }
-        if let Some((dirty, first, more)) = self.dirty.remove(&key) {
-            priority = priority.max(dirty);
-            marks |= more;
-            since = since.min(first);
+        if let Some(dirty) = self.dirty.remove(&key) {
+            priority = priority.max(dirty.priority);
+            marks |= dirty.marks;
+            since = since.min(dirty.since);
         }
         if let Some(timer) = self.timers.remove(&key) {
-            priority = priority.max(timer.3);
+            priority = priority.max(timer.priority);
+            marks |= timer.kept();
         }
         self.front -= 1;
         let order = self.front;
@@ -405,24 +439,41 @@ impl Model {
         });
     }
 
+    /// An add while in flight: dirty, replacing a timer at the higher priority.
+    fn add_dirty(&mut self, key: u8, priority: Priority, marks: Marks, now: u64, debounced: bool) {
+        if let Some(dirty) = self.dirty.get_mut(&key) {
+            dirty.priority = dirty.priority.max(priority);
+            dirty.marks |= marks;
+            dirty.debounced &= debounced;
+            return;
+        }
+        let (priority, marks, debounced) = match self.timers.remove(&key) {
+            Some(timer) => (
+                priority.max(timer.priority),
+                marks | timer.kept(),
+                debounced && timer.limit.is_some(),
+            ),
+            None => (priority, marks, debounced),
+        };
+        let dirty = Dirty {
+            priority,
+            since: now,
+            marks,
+            debounced,
+        };
+        self.dirty.insert(key, dirty);
+    }
+
     /// An add at `now` (a timer's deadline when it fires).
     fn add(&mut self, key: u8, priority: Priority, marks: Marks, now: u64) {
         if self.shut_down {
             return;
         }
-        // A cancelled timer's marks go with it.
         if self.in_flight.contains_key(&key) {
-            // The dirty run replaces a timer, at the higher priority.
-            let priority = match self.timers.remove(&key) {
-                Some(timer) => priority.max(timer.3),
-                None => priority,
-            };
-            let dirty = self.dirty.entry(key).or_insert((priority, now, 0));
-            dirty.0 = dirty.0.max(priority);
-            dirty.2 |= marks;
-            return;
+            return self.add_dirty(key, priority, marks, now, false);
         }
-        // Replacing a timer never demotes the key below the timer's priority.
+        // Replacing a timer never demotes the key below the timer's
+        // priority; a plain timer's marks go with it.
         let timer = self.timers.remove(&key);
         let order = self.stamp();
         if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
@@ -434,9 +485,9 @@ impl Model {
             }
             return;
         }
-        let priority = match timer {
-            Some(timer) => priority.max(timer.3),
-            None => priority,
+        let (priority, marks) = match timer {
+            Some(timer) => (priority.max(timer.priority), marks | timer.kept()),
+            None => (priority, marks),
         };
         self.ready.push(Ready {
             key,
@@ -454,27 +505,83 @@ impl Model {
         if at <= now {
             return self.add(key, priority, marks, now);
         }
-        if self.dirty.contains_key(&key) || self.ready.iter().any(|e| e.key == key) {
+        if let Some(dirty) = self.dirty.get_mut(&key) {
+            // Runs at `done`, not a window later: this timer may be sooner.
+            dirty.debounced = false;
             return;
         }
-        let stamp = self.stamp();
+        if self.ready.iter().any(|e| e.key == key) {
+            return;
+        }
+        let order = self.stamp();
         match self.timers.get_mut(&key) {
             // Due sooner already: it stays, at the higher priority.
-            Some(timer) if timer.0 <= at => timer.3 = timer.3.max(priority),
-            Some(timer) => *timer = (at, stamp, marks, timer.3.max(priority)),
+            Some(timer) if timer.at <= at => timer.priority = timer.priority.max(priority),
+            Some(timer) => {
+                *timer = Timer {
+                    at,
+                    order,
+                    marks: marks | timer.kept(),
+                    priority: timer.priority.max(priority),
+                    limit: None,
+                };
+            }
             None => {
-                self.timers.insert(key, (at, stamp, marks, priority));
+                let timer = Timer {
+                    at,
+                    order,
+                    marks,
+                    priority,
+                    limit: None,
+                };
+                self.timers.insert(key, timer);
             }
         }
+    }
+
+    /// A change event: ready a window after its last change, at most the
+    /// bound after the first; never later than a plain timer due sooner.
+    fn debounce(&mut self, key: u8, priority: Priority, marks: Marks, now: u64) {
+        let Some((window, max)) = self.debounce.filter(|_| !self.shut_down) else {
+            return self.add(key, priority, marks, now);
+        };
+        if self.in_flight.contains_key(&key) {
+            return self.add_dirty(key, priority, marks, now, true);
+        }
+        if self.ready.iter().any(|e| e.key == key) {
+            return self.add(key, priority, marks, now);
+        }
+        let old = self.timers.get(&key).copied();
+        let limit = old.and_then(|t| t.limit).unwrap_or(now + max);
+        let at = (now + window).min(limit);
+        let stays = |t: &&mut Timer| match t.limit {
+            None => t.at <= at,
+            Some(_) => t.at >= at,
+        };
+        if let Some(timer) = self.timers.get_mut(&key).filter(stays) {
+            timer.priority = timer.priority.max(priority);
+            timer.marks |= marks;
+            return;
+        }
+        let order = self.stamp();
+        let timer = Timer {
+            at,
+            order,
+            marks: marks | old.map_or(0, |t| t.kept()),
+            priority: old.map_or(priority, |t| t.priority.max(priority)),
+            limit: Some(limit),
+        };
+        self.timers.insert(key, timer);
     }
 
     fn mark_pending(&mut self, key: u8, marks: Marks) -> bool {
         if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
             entry.marks |= marks;
         } else if let Some(timer) = self.timers.get_mut(&key) {
-            timer.2 |= marks;
+            timer.marks |= marks;
         } else if let Some(dirty) = self.dirty.get_mut(&key) {
-            dirty.2 |= marks;
+            dirty.marks |= marks;
+            dirty.debounced = false;
         } else {
             return false;
         }
@@ -486,8 +593,8 @@ impl Model {
         let mut due: Vec<_> = self
             .timers
             .iter()
-            .filter(|(_, (at, _, _, _))| *at <= now)
-            .map(|(k, (at, stamp, marks, priority))| (*at, *stamp, *k, *marks, *priority))
+            .filter(|(_, t)| t.at <= now)
+            .map(|(k, t)| (t.at, t.order, *k, t.marks, t.priority))
             .collect();
         due.sort_unstable();
         for (at, _, key, marks, priority) in due {
@@ -538,19 +645,37 @@ impl Model {
         Some((entry.key, entry.marks, waited))
     }
 
-    fn done(&mut self, key: u8) {
+    /// Ends `key` at `now`: a dirty key is ready again, or debounced a
+    /// window later (bounded from its first add) if only changes made it
+    /// dirty.
+    fn done(&mut self, key: u8, now: u64) {
         self.in_flight.remove(&key);
-        if let Some((priority, since, marks)) = self.dirty.remove(&key) {
-            self.timers.remove(&key);
-            let order = self.stamp();
-            self.ready.push(Ready {
-                key,
-                priority,
-                order,
-                since,
-                marks,
-            });
+        let Some(dirty) = self.dirty.remove(&key) else {
+            return;
+        };
+        let order = self.stamp();
+        if let Some((window, max)) = self.debounce.filter(|_| dirty.debounced) {
+            let limit = dirty.since + max;
+            let at = (now + window).min(limit);
+            if at > now {
+                let timer = Timer {
+                    at,
+                    order,
+                    marks: dirty.marks,
+                    priority: dirty.priority,
+                    limit: Some(limit),
+                };
+                self.timers.insert(key, timer);
+                return;
+            }
         }
+        self.ready.push(Ready {
+            key,
+            priority: dirty.priority,
+            order,
+            since: dirty.since,
+            marks: dirty.marks,
+        });
     }
 }
 
@@ -560,16 +685,22 @@ proptest! {
     /// The core against the model: same keys handed out in the same order
     /// (aging included: `max_wait` is within reach of the steps), with the
     /// same marks and waits, same sizes, and the five invariants checked
-    /// after every step.
+    /// after every step; with or without a debounce (window and bound
+    /// within reach of the steps).
     #[test]
     fn core_behaves_like_the_model(
         max_wait in 0..80u64,
+        debounce in proptest::option::of((1..20u64).prop_flat_map(|w| (Just(w), w..80))),
         ops in proptest::collection::vec(op(), 1..120),
     ) {
         let t0 = Stamp::default();
         let ms = |m: u64| t0.after(Duration::from_millis(m));
         let mut core = Core::new(Duration::from_millis(max_wait));
-        let mut model = Model::new(max_wait);
+        if let Some((window, max)) = debounce {
+            let (window, max) = (Duration::from_millis(window), Duration::from_millis(max));
+            core = core.with_debounce(super::core::Debounce { window, max });
+        }
+        let mut model = Model::new(max_wait, debounce);
         let mut now = 0u64;
         // Keys handed out, with what a restore needs.
         let mut held: Vec<Handed<u8>> = Vec::new();
@@ -582,6 +713,10 @@ proptest! {
                 Op::AddAfter(key, delay, p, marks) => {
                     core.add_after(key, ms(now + delay), Priority::new(p), marks, ms(now));
                     model.add_after(key, now + delay, now, Priority::new(p), marks);
+                }
+                Op::Debounce(key, p, marks) => {
+                    core.debounce(key, Priority::new(p), marks, || ms(now));
+                    model.debounce(key, Priority::new(p), marks, now);
                 }
                 Op::MarkPending(key, marks) => {
                     let pending = core.mark_pending(&key, marks);
@@ -615,7 +750,7 @@ proptest! {
                 Op::Done(i) if !held.is_empty() => {
                     let key = held.remove(i % held.len()).key;
                     prop_assert!(core.done(&key, ms(now)).is_ok());
-                    model.done(key);
+                    model.done(key, now);
                 }
                 Op::Done(_) => prop_assert!(core.done(&0, ms(now)).is_err()),
                 Op::Advance(d) => now += d,
@@ -637,7 +772,7 @@ proptest! {
         if !model.shut_down {
             for Handed { key, .. } in held.drain(..) {
                 core.done(&key, ms(now)).expect("in flight");
-                model.done(key);
+                model.done(key, now);
             }
             let later = now + 1_000;
             loop {
@@ -645,7 +780,7 @@ proptest! {
                 prop_assert_eq!(got, model.next(later).map(|(key, marks, _)| (key, marks)));
                 let Some((key, _)) = got else { break };
                 core.done(&key, ms(later)).expect("in flight");
-                model.done(key);
+                model.done(key, later);
             }
         }
     }
