@@ -38,6 +38,7 @@
 
 pub mod client;
 pub mod controller;
+mod election;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod gc;
