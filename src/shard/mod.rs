@@ -15,12 +15,21 @@
 //!   takes or the leaver had; each member's share is binomial around
 //!   `shards / members`.
 //!
-//! Ownership itself (one owner at a time, fenced) is the membership's job.
+//! Ownership itself is the [`Membership`]'s job: members join a group and
+//! see its live set; a member acquires a shard (waiting until its previous
+//! owner released it or lost its membership) and gets a fencing token,
+//! unique across the group's shards, for every write of that shard's keys.
+//! [`InProcessMembership`] is the in-process implementation (and a
+//! [`Fencing`](crate::client::Fencing) authority for the memory backend).
 
 mod assignment;
 mod count;
 mod hash;
+mod in_process;
+mod membership;
 
 pub use self::assignment::{Assignment, MemberId};
 pub use self::count::{Shard, ShardCount, ShardCountError};
 pub use self::hash::{ShardKey, StableHasher};
+pub use self::in_process::{InProcessMember, InProcessMembership};
+pub use self::membership::{Membership, MembershipError};
