@@ -29,6 +29,8 @@
 //!   controllers with shared informers, leader election, Prometheus metrics
 //!   and health endpoints (`/metrics`, `/healthz`, `/readyz` with the `http`
 //!   feature, on by default).
+//! - [`shard`]: the stable mapping of keys to shards and of shards to
+//!   replicas, for running one controller on several replicas.
 //! - [`dir`] (feature `dir`): a source over a directory of JSON (or any
 //!   decodable) files, one object per file, watched with OS file
 //!   notifications: the desired state of a GitOps tool.
@@ -38,6 +40,7 @@
 
 pub mod client;
 pub mod controller;
+mod election;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod gc;
@@ -45,6 +48,7 @@ mod informer;
 mod key;
 pub mod manager;
 mod queue;
+pub mod shard;
 mod source;
 mod sync;
 pub mod testing;

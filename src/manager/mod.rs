@@ -84,7 +84,6 @@ mod group;
 mod health;
 #[cfg(feature = "http")]
 mod http;
-mod leader;
 mod metrics;
 mod run;
 mod signals;
@@ -103,7 +102,7 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::ManagerBuilder;
-pub use self::leader::{ElectionError, InProcessCandidate, InProcessElection, LeaderElector};
+pub use crate::election::{ElectionError, InProcessCandidate, InProcessElection, LeaderElector};
 pub use prometheus_client;
 
 use self::erased::{ErasedController, FencingFn, SharedInformer};

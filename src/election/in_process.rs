@@ -1,5 +1,4 @@
-//! Leader election: the [`LeaderElector`] trait and its in-process
-//! implementation.
+//! `InProcessElection`: a leader election among candidates of one process.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,93 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::source::BoxError;
-
-/// Why a leader election call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ElectionError {
-    /// The election's backend (a lease store, a lock service) failed.
-    #[error("leader election `{election}` failed")]
-    Backend {
-        /// The election's name.
-        election: String,
-        /// What the backend reported.
-        #[source]
-        source: BoxError,
-    },
-}
-
-/// One candidate in a leader election.
-///
-/// A [`Manager`](super::Manager) with an elector runs its informers at once
-/// (a warm standby: caches are filled before it wins, so failover is fast),
-/// then calls [`campaign`](LeaderElector::campaign) and starts its
-/// controllers only when that returns. From then on it waits on
-/// [`lost`](LeaderElector::lost): when leadership is lost it stops
-/// reconciling at once and [`Manager::run`](super::Manager::run) returns
-/// [`ManagerError::LostLeadership`](super::ManagerError::LostLeadership).
-/// Whenever it stops (a clean shutdown, a lost leadership, a failure) it
-/// calls [`resign`](LeaderElector::resign) after its controllers have
-/// stopped, bounded by 5 s, so that a standby takes over without waiting for
-/// a lease to expire; `resign` must therefore be harmless when not leading.
-///
-/// # Fencing tokens
-///
-/// `campaign` returns a *fencing token*: an opaque value that grows with
-/// every change of leader. Reconcilers read it from
-/// [`Context::fencing_token`](crate::controller::Context::fencing_token) and
-/// pass it to writes that check it, so that a deposed leader that has not
-/// noticed yet (a long GC pause, a partition) cannot overwrite the new
-/// leader's work.
-///
-/// # Implementing
-///
-/// Keep implementations small and cancel safe: the manager drops a pending
-/// `campaign` when it shuts down during the campaign. The etcd backend
-/// implements this trait over an etcd lease.
-#[async_trait]
-pub trait LeaderElector: Send + Sync + 'static {
-    /// The election's (lock's) name: the `name` label of
-    /// `leader_election_master_status`.
-    fn name(&self) -> &str;
-
-    /// Campaigns until this candidate is the leader, then returns its
-    /// fencing token (greater than any token returned before, to any
-    /// candidate of this election).
-    ///
-    /// # Errors
-    ///
-    /// [`ElectionError`] when the backend fails; the manager then stops.
-    ///
-    /// # Cancel safety
-    ///
-    /// Must be cancel safe: dropping the future withdraws the candidacy.
-    async fn campaign(&self) -> Result<u64, ElectionError>;
-
-    /// Resolves once the leadership won by the last
-    /// [`campaign`](LeaderElector::campaign) is lost (at once if this
-    /// candidate does not lead).
-    ///
-    /// # Cancel safety
-    ///
-    /// Must be cancel safe.
-    async fn lost(&self);
-
-    /// Gives up the leadership (or the candidacy), letting another candidate
-    /// win at once.
-    ///
-    /// # Errors
-    ///
-    /// [`ElectionError`] when the backend fails; the leadership then ends
-    /// when the backend's lease expires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Should be cancel safe; a dropped call may leave the leadership in
-    /// place until it expires.
-    async fn resign(&self) -> Result<(), ElectionError>;
-}
+use super::{ElectionError, LeaderElector};
 
 /// Who leads an [`InProcessElection`], and its token.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,0 +1,35 @@
+//! Sharding's pure parts: keys to shards, shards to members.
+//!
+//! A controller run by several replicas spreads its keys over a fixed
+//! number of shards ([`ShardCount`], default 256), and each shard over the
+//! live members ([`Assignment`]). Both steps are pure functions, the same
+//! on every replica, in every process and every version:
+//!
+//! - **key → shard**: [`ShardCount::shard_of`] scales the key's
+//!   [stable hash](StableHasher) (FNV-1a and a fixed finaliser over the
+//!   bytes its [`ShardKey`] impl feeds) to the shard count. Not Rust's
+//!   `Hash`: its bytes are not specified across platforms and versions, and
+//!   two replicas that disagree on a key's shard could both act on it.
+//! - **shard → member**: rendezvous (highest random weight) hashing of
+//!   (member, shard). A join or a leave moves only the shards the joiner
+//!   takes or the leaver had; each member's share is binomial around
+//!   `shards / members`.
+//!
+//! Ownership itself is the [`Membership`]'s job: members join a group and
+//! see its live set; a member acquires a shard (waiting until its previous
+//! owner released it or lost its membership) and gets a fencing token,
+//! unique across the group's shards, for every write of that shard's keys.
+//! [`InProcessMembership`] is the in-process implementation (and a
+//! [`Fencing`](crate::client::Fencing) authority for the memory backend).
+
+mod assignment;
+mod count;
+mod hash;
+mod in_process;
+mod membership;
+
+pub use self::assignment::{Assignment, MemberId};
+pub use self::count::{Shard, ShardCount, ShardCountError};
+pub use self::hash::{ShardKey, StableHasher};
+pub use self::in_process::{InProcessMember, InProcessMembership};
+pub use self::membership::{Membership, MembershipError};
