@@ -195,7 +195,11 @@ async fn run_users(
             () = stop.cancelled() => return Ok(()),
         }
         let run = start.elapsed().as_secs_f64() / period.as_secs_f64();
-        let fraction = if duration.is_some() { run.min(1.0) } else { run % 1.0 };
+        let fraction = if duration.is_some() {
+            run.min(1.0)
+        } else {
+            run % 1.0
+        };
         metrics.set(demand_at(fraction));
     }
 }
@@ -285,7 +289,9 @@ async fn main() -> Result<(), BoxError> {
         .controller("autoscaler", &hpa_cache, scale)
         .watches(&rs_cache, move |rs: &ReplicaSet| {
             let hpas = targets.list().into_iter();
-            hpas.filter(|h| h.target == rs.name).map(|h| h.name.clone()).collect()
+            hpas.filter(|h| h.target == rs.name)
+                .map(|h| h.name.clone())
+                .collect()
         })
         .build()?;
     manager.add_controller(autoscaler_controller)?;

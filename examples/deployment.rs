@@ -104,8 +104,13 @@ impl Reconciler<Deployment> for Deployments {
             .into_iter()
             .map(|set| {
                 let own = pods.iter().filter(|p| p.owner == set.name);
-                let (count, ready) = own.fold((0, 0), |(n, r), p| (n + 1, r + usize::from(p.ready)));
-                Observed { set, pods: count, ready }
+                let (count, ready) =
+                    own.fold((0, 0), |(n, r), p| (n + 1, r + usize::from(p.ready)));
+                Observed {
+                    set,
+                    pods: count,
+                    ready,
+                }
             })
             .collect();
         observed.sort_by(|a, b| a.set.name.cmp(&b.set.name));
@@ -126,11 +131,17 @@ impl Reconciler<Deployment> for Deployments {
             self.clock.stamp(),
             ctx.key(),
             ctx.triggers(),
-            if sets.is_empty() { "no sets".to_owned() } else { sets.join(", ") },
+            if sets.is_empty() {
+                "no sets".to_owned()
+            } else {
+                sets.join(", ")
+            },
             deployment.replicas,
             deployment.image,
             deployment.replicas + deployment.max_surge,
-            deployment.replicas.saturating_sub(deployment.max_unavailable),
+            deployment
+                .replicas
+                .saturating_sub(deployment.max_unavailable),
         );
         Ok(Action::Done)
     }
@@ -182,7 +193,9 @@ impl Deployments {
         }
         // Down: first what is not ready anyway (it costs no availability),
         // then what the ready pods beyond the minimum allow.
-        let min_available = deployment.replicas.saturating_sub(deployment.max_unavailable);
+        let min_available = deployment
+            .replicas
+            .saturating_sub(deployment.max_unavailable);
         let new_unready = current - observed[new].available();
         let specified: usize = observed.iter().map(|o| o.set.replicas).sum();
         let mut budget = specified.saturating_sub(min_available + new_unready);
@@ -203,7 +216,12 @@ impl Deployments {
         Ok((!acts.is_empty()).then(|| acts.join(", ")))
     }
 
-    async fn scale(&self, set: &str, from: usize, to: usize) -> Result<Option<String>, ClientError> {
+    async fn scale(
+        &self,
+        set: &str,
+        from: usize,
+        to: usize,
+    ) -> Result<Option<String>, ClientError> {
         self.replicasets
             .modify(&set.to_owned(), |rs| rs.replicas = to)
             .await?;
@@ -228,7 +246,10 @@ async fn run_chaos(
         let Some(pod) = fastrand::choice(&all) else {
             continue;
         };
-        monitor.lock().expect("not poisoned").chaos_at(Instant::now());
+        monitor
+            .lock()
+            .expect("not poisoned")
+            .chaos_at(Instant::now());
         if pods.client().delete(&pod.name).await.is_ok() {
             println!("{} CHAOS deleted pod {}", clock.stamp(), pod.name);
         }
@@ -276,14 +297,21 @@ impl Monitor {
 
     /// One look at the world: the deployment and all its pods.
     fn observe(&mut self, deployment: &Deployment, pods: &[Pod], now: Instant) {
-        let target = deployment.image.rsplit(':').next().unwrap_or("?").to_owned();
+        let target = deployment
+            .image
+            .rsplit(':')
+            .next()
+            .unwrap_or("?")
+            .to_owned();
         let ready = pods.iter().filter(|p| p.ready).count();
         let done = pods.len() == deployment.replicas
             && ready == deployment.replicas
             && pods.iter().all(|p| p.image == deployment.image);
         match self.rollouts.last() {
             // The first image is where the deployment starts: no rollout.
-            None => self.rollouts.push(Rollout::new(String::new(), target, now, true)),
+            None => self
+                .rollouts
+                .push(Rollout::new(String::new(), target, now, true)),
             Some(last) if last.to != target => {
                 let from = last.to.clone();
                 self.rollouts.push(Rollout::new(from, target, now, false));
@@ -308,7 +336,6 @@ impl Monitor {
             rollout.took = Some(now - rollout.started);
         }
     }
-
 }
 
 impl Rollout {
@@ -342,7 +369,10 @@ async fn run_monitor(
             continue;
         };
         let all: Vec<Pod> = pods.snapshot().objects;
-        monitor.lock().expect("not poisoned").observe(&deployment, &all, now);
+        monitor
+            .lock()
+            .expect("not poisoned")
+            .observe(&deployment, &all, now);
     }
 }
 
@@ -419,7 +449,10 @@ async fn main() -> Result<(), BoxError> {
         let deployments = deployments.clone();
         async move {
             clock.at(duration, at).await;
-            println!("{} declare: Deployment myapp now wants myapp:{image} ({why})", clock.stamp());
+            println!(
+                "{} declare: Deployment myapp now wants myapp:{image} ({why})",
+                clock.stamp()
+            );
             deployments
                 .client()
                 .modify(&"myapp".to_owned(), |d| d.image = format!("myapp:{image}"))
@@ -455,9 +488,9 @@ fn summarize(
         ),
     ];
     for rollout in monitor.rollouts.iter().filter(|r| !r.from.is_empty()) {
-        let took = rollout
-            .took
-            .map_or("not finished".to_owned(), |t| format!("{:.2}s", t.as_secs_f64()));
+        let took = rollout.took.map_or("not finished".to_owned(), |t| {
+            format!("{:.2}s", t.as_secs_f64())
+        });
         lines.push(format!(
             "  rollout {} → {}: {took}, at most {} pods (bound {}), at least {} ready (bound {}; {} counting the {} ms after chaos's {} deletions in it)",
             rollout.from,
@@ -479,15 +512,26 @@ fn summarize(
         .collect();
     all_sets.sort();
     let all = pods.snapshot().objects;
-    let ready = all.iter().filter(|p| p.ready && p.image == "myapp:1.4.0").count();
+    let ready = all
+        .iter()
+        .filter(|p| p.ready && p.image == "myapp:1.4.0")
+        .count();
     let converged = all.len() == REPLICAS && ready == REPLICAS;
     let finished = monitor.rollouts.iter().all(|r| r.took.is_some());
     lines.push(format!(
         "  final: myapp runs {} pods, {ready} ready of myapp:1.4.0 ({}); bounds {}: {}",
         all.len(),
         all_sets.join(", "),
-        if monitor.violations == 0 { "held at every check (2 ms)" } else { "VIOLATED" },
-        if converged && finished { "converged" } else { "NOT converged" },
+        if monitor.violations == 0 {
+            "held at every check (2 ms)"
+        } else {
+            "VIOLATED"
+        },
+        if converged && finished {
+            "converged"
+        } else {
+            "NOT converged"
+        },
     ));
     lines.join("\n")
 }

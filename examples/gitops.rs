@@ -69,8 +69,11 @@ impl Reconciler<App> for Sync {
         let running = ctx.store::<Deployed>().and_then(|s| s.get(ctx.key()));
         let observed = format!(
             "file {} | cluster {}",
-            ctx.object().map_or("none".into(), |a| spec(&a.image, a.replicas)),
-            running.as_ref().map_or("none".into(), |d| spec(&d.image, d.replicas)),
+            ctx.object()
+                .map_or("none".into(), |a| spec(&a.image, a.replicas)),
+            running
+                .as_ref()
+                .map_or("none".into(), |d| spec(&d.image, d.replicas)),
         );
         let (compare, act) = match (ctx.object(), &running) {
             (None, None) => return Ok(Action::Done),
@@ -83,7 +86,10 @@ impl Reconciler<App> for Sync {
                 }
             }
             (Some(app), running) => {
-                if running.as_ref().is_some_and(|d| d.image == app.image && d.replicas == app.replicas) {
+                if running
+                    .as_ref()
+                    .is_some_and(|d| d.image == app.image && d.replicas == app.replicas)
+                {
                     return Ok(Action::Done);
                 }
                 let deployed = Deployed {
@@ -203,7 +209,10 @@ async fn main() -> Result<(), BoxError> {
     });
     clock.at(duration, 0.75).await;
     say("git pull: api.json is cut short (malformed)");
-    std::fs::write(dir.join("api.json"), r#"{"name": "api", "image": "api:2.1", "replicas": "#)?;
+    std::fs::write(
+        dir.join("api.json"),
+        r#"{"name": "api", "image": "api:2.1", "replicas": "#,
+    )?;
     clock.at(duration, 0.82).await;
     say(&format!(
         "the source rejects it ({} malformed); api keeps its last good state",
@@ -247,6 +256,10 @@ fn summarize(
         running.len(),
         names.join(" "),
         wanted.len(),
-        if wanted == running { "in sync" } else { "NOT in sync" },
+        if wanted == running {
+            "in sync"
+        } else {
+            "NOT in sync"
+        },
     ))
 }

@@ -318,7 +318,9 @@ async fn main() -> Result<(), BoxError> {
     let _monitor = endpoint_cache.subscribe({
         let (stats, pods) = (Arc::clone(&stats), pods.clone());
         move |event| {
-            let Event::Applied { new, .. } = event else { return };
+            let Event::Applied { new, .. } = event else {
+                return;
+            };
             let ready = |name: &str| pods.get(&name.to_owned()).is_some_and(|p| p.ready);
             let prefix = format!("{}-", new.service);
             let mut stats = stats.lock().expect("not poisoned");
@@ -326,7 +328,12 @@ async fn main() -> Result<(), BoxError> {
         }
     });
     let probes = CancellationToken::new();
-    let (p, e, st, s) = (pods.clone(), endpoints.clone(), Arc::clone(&stats), probes.clone());
+    let (p, e, st, s) = (
+        pods.clone(),
+        endpoints.clone(),
+        Arc::clone(&stats),
+        probes.clone(),
+    );
     manager.add_task("probes", move |_| run_probes(p, e, st, clock, s))?;
     let stop = manager.shutdown_token();
 
@@ -344,7 +351,10 @@ async fn main() -> Result<(), BoxError> {
     clock.at(duration, 0.3).await;
     let api3 = pod("api-3", "api");
     let routed = is_routed(&endpoints, &api3);
-    stats.lock().expect("not poisoned").pod_changed("api-3", api3.ready, routed);
+    stats
+        .lock()
+        .expect("not poisoned")
+        .pod_changed("api-3", api3.ready, routed);
     pods.put(api3);
     println!("{} WORLD pod api-3 starts", clock.stamp());
     clock.at(duration, 0.5).await;
@@ -353,11 +363,17 @@ async fn main() -> Result<(), BoxError> {
         pods: vec!["web-9".into()],
         version: Revision::ZERO,
     });
-    println!("{} WORLD someone sets web's endpoints to [web-9] by hand", clock.stamp());
+    println!(
+        "{} WORLD someone sets web's endpoints to [web-9] by hand",
+        clock.stamp()
+    );
     clock.at(duration, 0.7).await;
     let web4 = pods.get(&"web-4".to_owned()).expect("web-4 exists");
     let routed = is_routed(&endpoints, &web4);
-    stats.lock().expect("not poisoned").pod_changed("web-4", false, routed);
+    stats
+        .lock()
+        .expect("not poisoned")
+        .pod_changed("web-4", false, routed);
     pods.client().delete(&"web-4".to_owned()).await?;
     println!("{} WORLD pod web-4 is deleted", clock.stamp());
     clock.at(duration, 0.9).await;
@@ -389,7 +405,10 @@ fn summarize(
             .map(|p| p.name.clone())
             .collect();
         ready.sort();
-        let routed = endpoints.get(&service.name).map(|e| e.pods).unwrap_or_default();
+        let routed = endpoints
+            .get(&service.name)
+            .map(|e| e.pods)
+            .unwrap_or_default();
         converged &= routed == ready;
         let selected = all.iter().filter(|p| p.app == service.selector).count();
         finals.push(format!(
@@ -399,7 +418,12 @@ fn summarize(
             ready.len()
         ));
     }
-    let longest = stats.routed_unready.iter().max().copied().unwrap_or_default();
+    let longest = stats
+        .routed_unready
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or_default();
     format!(
         "\nsummary\n  world: {} readiness flips, 1 pod started, 1 deleted, 1 hand edit of the endpoints\n  controller: {} reconciles, {} endpoint updates\n  longest time an unready pod stayed routed: {:.2?} (it happened {} times)\n  longest time a ready pod waited to be routed: {:.2?}\n  final: {}: {}",
         stats.flips,
@@ -409,6 +433,10 @@ fn summarize(
         stats.routed_unready.len(),
         stats.longest_unrouted,
         finals.join(", "),
-        if converged { "converged" } else { "NOT converged" },
+        if converged {
+            "converged"
+        } else {
+            "NOT converged"
+        },
     )
 }

@@ -293,7 +293,8 @@ async fn main() -> Result<(), BoxError> {
         Informer::builder(thermostats.clone()).build()
     })?;
     let readings = manager.informer("sensor", || Informer::builder(sensor).build())?;
-    let heater_cache = manager.informer("heaters", || Informer::builder(heaters.clone()).build())?;
+    let heater_cache =
+        manager.informer("heaters", || Informer::builder(heaters.clone()).build())?;
     let control = Control {
         heaters: heaters.client(),
         clock,
@@ -314,7 +315,9 @@ async fn main() -> Result<(), BoxError> {
     manager.add_task("monitor", move |stop| run_monitor(r, t, st, stop))?;
     let stop = manager.shutdown_token();
 
-    println!("declare: thermostat {ROOM} wants 20.0 ±1.0 °C; the room is at 17.0 °C, 5.0 °C outside");
+    println!(
+        "declare: thermostat {ROOM} wants 20.0 ±1.0 °C; the room is at 17.0 °C, 5.0 °C outside"
+    );
     let thermostat = Thermostat {
         room: ROOM.to_owned(),
         target: 20.0,
@@ -329,7 +332,10 @@ async fn main() -> Result<(), BoxError> {
         .client()
         .modify(&ROOM.to_owned(), |t| t.target = 21.5)
         .await?;
-    println!("{} declare: thermostat {ROOM} now wants 21.5 ±1.0 °C", clock.stamp());
+    println!(
+        "{} declare: thermostat {ROOM} now wants 21.5 ±1.0 °C",
+        clock.stamp()
+    );
     clock.at(duration, 1.0).await;
     stop.cancel();
     running.await??;
