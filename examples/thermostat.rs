@@ -167,7 +167,7 @@ const OUTSIDE_CELSIUS: f64 = 5.0;
 const LOSS_SHUT: f64 = 0.04;
 const LOSS_OPEN: f64 = 0.1;
 /// Degrees per second the heater adds.
-const HEATER_POWER: f64 = 2.5;
+const HEATER_POWER: f64 = 2.0;
 const TICK: Duration = Duration::from_millis(50);
 
 /// Steps the room's temperature every tick of simulated time. A late tick
