@@ -35,7 +35,7 @@ use tend::{BoxError, CancellationToken, Informer, Revision, Store};
 use tokio::time::Instant;
 
 use support::Clock;
-use workloads::{Pod, ReplicaSet, ReplicaSets, SetStats};
+use workloads::{Pod, ReplicaSet, SetStats};
 
 /// The desired state: keep the pods of `target` near `cpu` percent each.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,66 +245,119 @@ const TARGET_CPU: f64 = 50.0;
 /// The band the summary measures: the target ± 20 %.
 const BAND: f64 = 0.2;
 
+/// The stores and counters of one run: the tasks write them, the summary
+/// reads them.
+#[derive(Clone)]
+struct World {
+    autoscalers: MemoryStore<Autoscaler>,
+    replicasets: MemoryStore<ReplicaSet>,
+    pods: MemoryStore<Pod>,
+    metrics: Metrics,
+    sets: Arc<Mutex<SetStats>>,
+    scalings: Arc<Mutex<u32>>,
+    band: Arc<Mutex<Band>>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            autoscalers: MemoryStore::new("autoscalers"),
+            replicasets: MemoryStore::new("replicasets"),
+            pods: MemoryStore::new("pods"),
+            metrics: Metrics::default(),
+            sets: Arc::default(),
+            scalings: Arc::default(),
+            band: Arc::default(),
+        }
+    }
+
+    /// Both controllers, their informers and the simulation's tasks.
+    fn manager(&self, clock: Clock, duration: Option<Duration>) -> Result<Manager, BoxError> {
+        let mut manager = Manager::builder().build()?;
+        let startup = Duration::from_millis(300);
+        let stats = Arc::clone(&self.sets);
+        let (rs_cache, pod_cache) = workloads::add_replicasets(
+            &mut manager,
+            &self.replicasets,
+            &self.pods,
+            clock,
+            stats,
+            startup,
+        )?;
+        let hpa_cache = manager.informer("autoscalers", || {
+            Informer::builder(self.autoscalers.clone()).build()
+        })?;
+        let scale = Scale {
+            replicasets: self.replicasets.client(),
+            pods: pod_cache.store(),
+            metrics: self.metrics.clone(),
+            clock,
+            recommendations: Mutex::default(),
+            scalings: Arc::clone(&self.scalings),
+        };
+        let targets = hpa_cache.store();
+        let controller = manager
+            .controller("autoscaler", &hpa_cache, scale)
+            .watches(&rs_cache, move |rs: &ReplicaSet| {
+                let hpas = targets.list().into_iter();
+                hpas.filter(|h| h.target == rs.name)
+                    .map(|h| h.name.clone())
+                    .collect()
+            })
+            .build()?;
+        manager.add_controller(controller)?;
+        let m = self.metrics.clone();
+        manager.add_task("users", move |stop| run_users(m, duration, stop))?;
+        let (p, m, b) = (
+            self.pods.clone(),
+            self.metrics.clone(),
+            Arc::clone(&self.band),
+        );
+        manager.add_task("monitor", move |stop| {
+            run_monitor(p, m, TARGET_CPU, b, stop)
+        })?;
+        Ok(manager)
+    }
+
+    fn summary(&self) -> Result<String, BoxError> {
+        let rs = self
+            .replicasets
+            .get(&"web".to_owned())
+            .ok_or("web exists")?;
+        let ready = self
+            .pods
+            .snapshot()
+            .objects
+            .iter()
+            .filter(|p| p.ready)
+            .count();
+        let demand = self.metrics.demand();
+        let per_pod = demand / ready.max(1) as f64;
+        let band = self.band.lock().expect("not poisoned");
+        let sets = self.sets.lock().expect("not poisoned");
+        let settled = rs.replicas == ready && (per_pod - TARGET_CPU).abs() <= TARGET_CPU * BAND;
+        Ok(format!(
+            "\nsummary\n  autoscaler: {} scalings, at most {} pods\n  replicaset: {} pods created, {} deleted\n  time outside the target band ({TARGET_CPU:.0} % ± 20 % per pod): {:.2}s ({:.2}s above it while scaling up, {:.2}s below while the window held pods)\n  final: demand {demand:.0} %, web wants {}, has {ready} ready at {per_pod:.0} % each: {}",
+            self.scalings.lock().expect("not poisoned"),
+            band.most_replicas,
+            sets.created,
+            sets.deleted,
+            (band.hot + band.cold).as_secs_f64(),
+            band.hot.as_secs_f64(),
+            band.cold.as_secs_f64(),
+            rs.replicas,
+            if settled { "settled" } else { "NOT settled" },
+        ))
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let duration = support::run_for("autoscaler", 8.0);
     let clock = Clock::start();
-    let metrics = Metrics::default();
-    metrics.set(demand_at(0.0));
-    let autoscalers = MemoryStore::<Autoscaler>::new("autoscalers");
-    let replicasets = MemoryStore::<ReplicaSet>::new("replicasets");
-    let pods = MemoryStore::<Pod>::new("pods");
-    let set_stats = Arc::new(Mutex::new(SetStats::default()));
-    let scalings = Arc::new(Mutex::new(0));
-    let band = Arc::new(Mutex::new(Band::default()));
-
-    let mut manager = Manager::builder().build()?;
-    let hpa_cache = manager.informer("autoscalers", || {
-        Informer::builder(autoscalers.clone()).build()
-    })?;
-    let rs_cache = manager.informer("replicasets", || {
-        Informer::builder(replicasets.clone()).build()
-    })?;
-    let pod_cache = manager.informer("pods", || workloads::pod_informer(&pods))?;
-    let sets = ReplicaSets {
-        pods: pods.client(),
-        clock,
-        stats: Arc::clone(&set_stats),
-    };
-    let replicaset_controller = manager
-        .controller("replicaset", &rs_cache, sets)
-        .owns(&pod_cache, |p: &Pod| Some(p.owner.clone()))
-        .build()?;
-    manager.add_controller(replicaset_controller)?;
-    let scale = Scale {
-        replicasets: replicasets.client(),
-        pods: pod_cache.store(),
-        metrics: metrics.clone(),
-        clock,
-        recommendations: Mutex::default(),
-        scalings: Arc::clone(&scalings),
-    };
-    let targets = hpa_cache.store();
-    let autoscaler_controller = manager
-        .controller("autoscaler", &hpa_cache, scale)
-        .watches(&rs_cache, move |rs: &ReplicaSet| {
-            let hpas = targets.list().into_iter();
-            hpas.filter(|h| h.target == rs.name)
-                .map(|h| h.name.clone())
-                .collect()
-        })
-        .build()?;
-    manager.add_controller(autoscaler_controller)?;
-    let p = pods.clone();
-    manager.add_task("kubelet", move |stop| {
-        workloads::run_kubelet(p, Duration::from_millis(300), stop)
-    })?;
-    let m = metrics.clone();
-    manager.add_task("users", move |stop| run_users(m, duration, stop))?;
-    let (p, m, b) = (pods.clone(), metrics.clone(), Arc::clone(&band));
-    manager.add_task("monitor", move |stop| {
-        run_monitor(p, m, TARGET_CPU, b, stop)
-    })?;
+    let world = World::new();
+    world.metrics.set(demand_at(0.0));
+    let manager = world.manager(clock, duration)?;
     let stop = manager.shutdown_token();
 
     println!(
@@ -317,7 +370,7 @@ async fn main() -> Result<(), BoxError> {
         replicas: 2,
         version: Revision::ZERO,
     };
-    replicasets.client().create(web).await?;
+    world.replicasets.client().create(web).await?;
     let hpa = Autoscaler {
         name: "web".into(),
         target: "web".into(),
@@ -326,31 +379,11 @@ async fn main() -> Result<(), BoxError> {
         max: 10,
         version: Revision::ZERO,
     };
-    autoscalers.client().create(hpa).await?;
+    world.autoscalers.client().create(hpa).await?;
     let running = tokio::spawn(manager.run());
     clock.at(duration, 1.0).await;
     stop.cancel();
     running.await??;
-
-    let rs = replicasets.get(&"web".to_owned()).ok_or("web exists")?;
-    let ready = pods.snapshot().objects.iter().filter(|p| p.ready).count();
-    let per_pod = metrics.demand() / ready.max(1) as f64;
-    let band = band.lock().expect("not poisoned");
-    let sets = set_stats.lock().expect("not poisoned");
-    let settled = rs.replicas == ready && (per_pod - TARGET_CPU).abs() <= TARGET_CPU * BAND;
-    println!(
-        "\nsummary\n  autoscaler: {} scalings, at most {} pods\n  replicaset: {} pods created, {} deleted\n  time outside the target band ({:.0} % ± 20 % per pod): {:.2}s ({:.2}s above it while scaling up, {:.2}s below while the window held pods)\n  final: demand {:.0} %, web wants {}, has {ready} ready at {per_pod:.0} % each: {}",
-        scalings.lock().expect("not poisoned"),
-        band.most_replicas,
-        sets.created,
-        sets.deleted,
-        TARGET_CPU,
-        (band.hot + band.cold).as_secs_f64(),
-        band.hot.as_secs_f64(),
-        band.cold.as_secs_f64(),
-        metrics.demand(),
-        rs.replicas,
-        if settled { "settled" } else { "NOT settled" },
-    );
+    println!("{}", world.summary()?);
     Ok(())
 }

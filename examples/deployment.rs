@@ -40,7 +40,7 @@ use tend::{BoxError, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
 use support::Clock;
-use workloads::{Pod, ReplicaSet, ReplicaSets, SetStats};
+use workloads::{Pod, ReplicaSet, SetStats};
 
 /// The desired state: `replicas` pods of `image`, replaced at most
 /// `max_surge` over and `max_unavailable` under the count at a time.
@@ -258,7 +258,7 @@ async fn run_chaos(
 
 /// How long after a chaos deletion the availability bound is not checked:
 /// `max_unavailable` bounds what the rollout takes down, not what fails
-/// (as in Kubernetes); a replacement is ready within this (the kubelet
+/// (as in Kubernetes); a replacement is ready about then (the kubelet
 /// starts a pod in 300 ms).
 const CHAOS_GRACE: Duration = Duration::from_millis(400);
 
@@ -376,6 +376,66 @@ async fn run_monitor(
     }
 }
 
+/// The stores and counters of one run: the tasks write them, the summary
+/// reads them.
+#[derive(Clone)]
+struct World {
+    deployments: MemoryStore<Deployment>,
+    replicasets: MemoryStore<ReplicaSet>,
+    pods: MemoryStore<Pod>,
+    sets: Arc<Mutex<SetStats>>,
+    monitor: Arc<Mutex<Monitor>>,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            deployments: MemoryStore::new("deployments"),
+            replicasets: MemoryStore::new("replicasets"),
+            pods: MemoryStore::new("pods"),
+            sets: Arc::default(),
+            monitor: Arc::default(),
+        }
+    }
+
+    /// Both controllers, their informers, the monitor, and chaos until
+    /// `chaos` is cancelled.
+    fn manager(&self, clock: Clock, chaos: &CancellationToken) -> Result<Manager, BoxError> {
+        let mut manager = Manager::builder().build()?;
+        let startup = Duration::from_millis(300);
+        let (rs_cache, pod_cache) = workloads::add_replicasets(
+            &mut manager,
+            &self.replicasets,
+            &self.pods,
+            clock,
+            Arc::clone(&self.sets),
+            startup,
+        )?;
+        let deployment_cache = manager.informer("deployments", || {
+            Informer::builder(self.deployments.clone()).build()
+        })?;
+        let rollouts = Deployments {
+            replicasets: self.replicasets.client(),
+            clock,
+        };
+        let controller = manager
+            .controller("deployment", &deployment_cache, rollouts)
+            .owns(&rs_cache, |rs: &ReplicaSet| Some(rs.app.clone()))
+            .watches(&pod_cache, |p: &Pod| vec![p.app.clone()])
+            .build()?;
+        manager.add_controller(controller)?;
+        let (d, p, m) = (
+            self.deployments.clone(),
+            self.pods.clone(),
+            Arc::clone(&self.monitor),
+        );
+        manager.add_task("monitor", move |stop| run_monitor(d, p, m, stop))?;
+        let (p, m, c) = (self.pods.clone(), Arc::clone(&self.monitor), chaos.clone());
+        manager.add_task("chaos", move |_| run_chaos(p, m, clock, c))?;
+        Ok(manager)
+    }
+}
+
 const REPLICAS: usize = 6;
 const MAX_SURGE: usize = 1;
 const MAX_UNAVAILABLE: usize = 1;
@@ -384,52 +444,17 @@ const MAX_UNAVAILABLE: usize = 1;
 async fn main() -> Result<(), BoxError> {
     let duration = support::run_for("deployment", 8.0);
     let clock = Clock::start();
-    let deployments = MemoryStore::<Deployment>::new("deployments");
-    let replicasets = MemoryStore::<ReplicaSet>::new("replicasets");
-    let pods = MemoryStore::<Pod>::new("pods");
-    let set_stats = Arc::new(Mutex::new(SetStats::default()));
-    let monitor = Arc::new(Mutex::new(Monitor::default()));
-
-    let mut manager = Manager::builder().build()?;
-    let deployment_cache = manager.informer("deployments", || {
-        Informer::builder(deployments.clone()).build()
-    })?;
-    let rs_cache = manager.informer("replicasets", || {
-        Informer::builder(replicasets.clone())
-            .index("app", |rs: &ReplicaSet| vec![rs.app.clone()])
-            .build()
-    })?;
-    let pod_cache = manager.informer("pods", || workloads::pod_informer(&pods))?;
-    let sets = ReplicaSets {
-        pods: pods.client(),
-        clock,
-        stats: Arc::clone(&set_stats),
-    };
-    let replicaset_controller = manager
-        .controller("replicaset", &rs_cache, sets)
-        .owns(&pod_cache, |p: &Pod| Some(p.owner.clone()))
-        .build()?;
-    manager.add_controller(replicaset_controller)?;
-    let rollouts = Deployments {
-        replicasets: replicasets.client(),
-        clock,
-    };
-    let deployment_controller = manager
-        .controller("deployment", &deployment_cache, rollouts)
-        .owns(&rs_cache, |rs: &ReplicaSet| Some(rs.app.clone()))
-        .watches(&pod_cache, |p: &Pod| vec![p.app.clone()])
-        .build()?;
-    manager.add_controller(deployment_controller)?;
-    let p = pods.clone();
-    manager.add_task("kubelet", move |stop| {
-        workloads::run_kubelet(p, Duration::from_millis(300), stop)
-    })?;
-    let (d, p, m) = (deployments.clone(), pods.clone(), Arc::clone(&monitor));
-    manager.add_task("monitor", move |stop| run_monitor(d, p, m, stop))?;
+    let world = World::new();
     let chaos = CancellationToken::new();
-    let (p, m, c) = (pods.clone(), Arc::clone(&monitor), chaos.clone());
-    manager.add_task("chaos", move |_| run_chaos(p, m, clock, c))?;
+    let manager = world.manager(clock, &chaos)?;
     let stop = manager.shutdown_token();
+    let World {
+        deployments,
+        replicasets,
+        pods,
+        sets: set_stats,
+        monitor,
+    } = world;
 
     println!(
         "declare: Deployment myapp wants {REPLICAS} × myapp:1.4.0, max surge {MAX_SURGE}, max unavailable {MAX_UNAVAILABLE}"

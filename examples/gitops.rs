@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use tend::client::{Client, ClientError, Outcome};
 use tend::controller::{Action, Context, Reconciler};
-use tend::dir::DirSource;
+use tend::dir::{DirSource, DirStatsHandle};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
 use tend::{BoxError, Informer, Revision};
@@ -182,6 +182,23 @@ async fn main() -> Result<(), BoxError> {
     let stop = manager.shutdown_token();
     let running = tokio::spawn(manager.run());
 
+    edit_the_world(dir, &cluster, &files, clock, duration).await?;
+    clock.at(duration, 1.0).await;
+    stop.cancel();
+    running.await??;
+    println!("{}", summarize(dir, &cluster, &files.stats(), &stats)?);
+    Ok(())
+}
+
+/// What happens while the controller runs: commits pulled into the
+/// directory, and hands in the cluster.
+async fn edit_the_world(
+    dir: &Path,
+    cluster: &MemoryStore<Deployed>,
+    files: &DirStatsHandle,
+    clock: Clock,
+    duration: Option<std::time::Duration>,
+) -> Result<(), BoxError> {
     let say = |what: &str| println!("{} WORLD {what}", clock.stamp());
     clock.at(duration, 0.15).await;
     say("git pull: web.json now wants 5 replicas");
@@ -221,10 +238,6 @@ async fn main() -> Result<(), BoxError> {
     clock.at(duration, 0.88).await;
     say("git pull: api.json fixed, image api:2.1");
     write_app(dir, "api", "api:2.1", 2)?;
-    clock.at(duration, 1.0).await;
-    stop.cancel();
-    running.await??;
-    println!("{}", summarize(dir, &cluster, &files.stats(), &stats)?);
     Ok(())
 }
 

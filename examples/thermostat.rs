@@ -263,19 +263,17 @@ async fn run_monitor(
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), BoxError> {
-    let duration = support::run_for("thermostat", 8.0);
-    let clock = Clock::start();
-    let room = Arc::new(Mutex::new(Room {
-        celsius: 17.0,
-        door_open: false,
-    }));
-    let stats = Arc::new(Mutex::new(Stats::default()));
-    let thermostats = MemoryStore::<Thermostat>::new("thermostats");
-    let heaters = MemoryStore::<Heater>::new("heaters");
+/// The sensor, the three informers, the controller and the simulation's
+/// tasks, under one manager.
+fn wire(
+    room: &Arc<Mutex<Room>>,
+    thermostats: &MemoryStore<Thermostat>,
+    heaters: &MemoryStore<Heater>,
+    stats: &Arc<Mutex<Stats>>,
+    clock: Clock,
+) -> Result<Manager, BoxError> {
     let sensor = PollSource::new("sensor", SENSOR_INTERVAL, {
-        let room = Arc::clone(&room);
+        let room = Arc::clone(room);
         move || {
             let celsius = room.lock().expect("not poisoned").celsius;
             // The sensor reads to a tenth of a degree.
@@ -298,7 +296,7 @@ async fn main() -> Result<(), BoxError> {
     let control = Control {
         heaters: heaters.client(),
         clock,
-        stats: Arc::clone(&stats),
+        stats: Arc::clone(stats),
     };
     let controller = manager
         .controller("thermostat", &desired, control)
@@ -307,12 +305,27 @@ async fn main() -> Result<(), BoxError> {
         .build()?;
     manager.add_controller(controller)?;
     // Tasks get a token cancelled once the controller and informers stopped.
-    let (r, h) = (Arc::clone(&room), heaters.clone());
+    let (r, h) = (Arc::clone(room), heaters.clone());
     manager.add_task("physics", move |stop| run_physics(r, h, stop))?;
-    let (r, st) = (Arc::clone(&room), Arc::clone(&stats));
+    let (r, st) = (Arc::clone(room), Arc::clone(stats));
     manager.add_task("door", move |stop| run_door(r, st, clock, stop))?;
-    let (r, t, st) = (Arc::clone(&room), thermostats.clone(), Arc::clone(&stats));
+    let (r, t, st) = (Arc::clone(room), thermostats.clone(), Arc::clone(stats));
     manager.add_task("monitor", move |stop| run_monitor(r, t, st, stop))?;
+    Ok(manager)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let duration = support::run_for("thermostat", 8.0);
+    let clock = Clock::start();
+    let room = Arc::new(Mutex::new(Room {
+        celsius: 17.0,
+        door_open: false,
+    }));
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let thermostats = MemoryStore::<Thermostat>::new("thermostats");
+    let heaters = MemoryStore::<Heater>::new("heaters");
+    let manager = wire(&room, &thermostats, &heaters, &stats, clock)?;
     let stop = manager.shutdown_token();
 
     println!(

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
+use tend::manager::Manager;
 use tend::memory::MemoryStore;
-use tend::{BoxError, CancellationToken, Informer, InformerError, Revision};
+use tend::{BoxError, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
 use crate::support::Clock;
@@ -44,13 +45,42 @@ pub(crate) struct Pod {
 tend::impl_object!(ReplicaSet, key: name: String, version: version);
 tend::impl_object!(Pod, key: name: String, version: version);
 
-/// An informer over pods with the indexes the controllers read: `owner`
-/// (the replica set) and `app`.
-pub(crate) fn pod_informer(pods: &MemoryStore<Pod>) -> Result<Informer<Pod>, InformerError> {
-    Informer::builder(pods.clone())
-        .index("owner", |p: &Pod| vec![p.owner.clone()])
-        .index("app", |p: &Pod| vec![p.app.clone()])
-        .build()
+/// Registers on `manager` the informers of replica sets and pods (both
+/// indexed by `app`, pods also by `owner`), the replicaset controller, and
+/// a kubelet that starts each pod `startup` after it appears; returns the
+/// two informers, for the controllers stacked on top.
+pub(crate) fn add_replicasets(
+    manager: &mut Manager,
+    replicasets: &MemoryStore<ReplicaSet>,
+    pods: &MemoryStore<Pod>,
+    clock: Clock,
+    stats: Arc<Mutex<SetStats>>,
+    startup: Duration,
+) -> Result<(Informer<ReplicaSet>, Informer<Pod>), BoxError> {
+    let sets = manager.informer("replicasets", || {
+        Informer::builder(replicasets.clone())
+            .index("app", |rs: &ReplicaSet| vec![rs.app.clone()])
+            .build()
+    })?;
+    let pod_cache = manager.informer("pods", || {
+        Informer::builder(pods.clone())
+            .index("owner", |p: &Pod| vec![p.owner.clone()])
+            .index("app", |p: &Pod| vec![p.app.clone()])
+            .build()
+    })?;
+    let reconciler = ReplicaSets {
+        pods: pods.client(),
+        clock,
+        stats,
+    };
+    let controller = manager
+        .controller("replicaset", &sets, reconciler)
+        .owns(&pod_cache, |p: &Pod| Some(p.owner.clone()))
+        .build()?;
+    manager.add_controller(controller)?;
+    let pods = pods.clone();
+    manager.add_task("kubelet", move |stop| run_kubelet(pods, startup, stop))?;
+    Ok((sets, pod_cache))
 }
 
 /// Counts of the replicaset controller's writes.
@@ -62,10 +92,10 @@ pub(crate) struct SetStats {
 
 /// Observe a set's pods, compare with its replicas, act by creating or
 /// deleting pods.
-pub(crate) struct ReplicaSets {
-    pub(crate) pods: Client<Pod>,
-    pub(crate) clock: Clock,
-    pub(crate) stats: Arc<Mutex<SetStats>>,
+struct ReplicaSets {
+    pods: Client<Pod>,
+    clock: Clock,
+    stats: Arc<Mutex<SetStats>>,
 }
 
 impl Reconciler<ReplicaSet> for ReplicaSets {
@@ -135,7 +165,7 @@ fn index(name: &str) -> usize {
 }
 
 /// The kubelet: a pod becomes ready `startup` after it was first seen.
-pub(crate) async fn run_kubelet(
+async fn run_kubelet(
     pods: MemoryStore<Pod>,
     startup: Duration,
     stop: CancellationToken,
