@@ -192,9 +192,12 @@
 //!
 //! let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
 //! store.client().create(hall).await?;
-//! while !store.get(&"hall".to_owned()).is_some_and(|l| l.is_on) {
-//!     tokio::task::yield_now().await;
-//! }
+//! let lit = async {
+//!     while !store.get(&"hall".to_owned()).is_some_and(|l| l.is_on) {
+//!         tokio::task::yield_now().await;
+//!     }
+//! };
+//! tokio::time::timeout(Duration::from_secs(10), lit).await?;
 //! stop.cancel();
 //! running.await??;
 //! watching.await??;
@@ -245,11 +248,15 @@
 //! manager.add_task("tenant", move |_cancel| async move {
 //!     let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
 //!     client.create(hall).await?;
-//!     while !client.get(&"hall".to_owned()).await?.is_some_and(|l| l.is_on) {
-//!         tokio::task::yield_now().await;
-//!     }
+//!     let lit = async {
+//!         while !client.get(&"hall".to_owned()).await?.is_some_and(|l| l.is_on) {
+//!             tokio::task::yield_now().await;
+//!         }
+//!         Ok::<_, tend::client::ClientError>(())
+//!     };
+//!     let result = tokio::time::timeout(std::time::Duration::from_secs(10), lit).await;
 //!     stop.cancel();
-//!     Ok(())
+//!     Ok(result??) // a task's error stops the manager with it
 //! })?;
 //! manager.run().await?; // returns once stopped, every task ended
 //! # Ok(()) }

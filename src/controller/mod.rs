@@ -123,9 +123,12 @@ pub enum ControllerError {
 /// });
 /// let running = tokio::spawn(controller.run(stop.clone()));
 /// store.client().create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
-/// while !store.get(&"hall".to_owned()).is_some_and(|l| l.on) {
-///     tokio::task::yield_now().await;
-/// }
+/// let lit = async {
+///     while !store.get(&"hall".to_owned()).is_some_and(|l| l.on) {
+///         tokio::task::yield_now().await;
+///     }
+/// };
+/// tokio::time::timeout(std::time::Duration::from_secs(10), lit).await?;
 /// stop.cancel(); // in-flight reconciles finish, then `run` returns
 /// running.await??;
 /// watching.await??;
