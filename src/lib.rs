@@ -37,6 +37,330 @@
 //! - [`etcd`] (feature `etcd`): a source over a key prefix in etcd, writes
 //!   with optimistic concurrency and fencing, and leader election on an
 //!   etcd lease; [`testing::etcd`] starts a real etcd for tests.
+//!
+//! # From nothing to a running controller
+//!
+//! Eight steps, each a doctest; together they are a working program. The
+//! lights of a house are the example: each light has a wish (`want_on`)
+//! and a state (`is_on`), and the controller makes the state follow the
+//! wish.
+//!
+//! ## 1. The loop
+//!
+//! A controller runs one function, the reconcile, for one key at a time: it
+//! is handed the *current* desired object (read from a cache, not from the
+//! event that woke it), observes the actual state, compares, and acts. It
+//! runs when the object changes, when something it owns changes, on a
+//! periodic resync, and again with backoff when it fails. Because it reads
+//! the world afresh each time, it must be idempotent: running it twice, or
+//! after a crash halfway through, leaves the same result.
+//!
+//! ## 2. Objects and sources
+//!
+//! What a controller observes is an [`Object`]: a `Clone` type with a key
+//! (its identity) and a version (the [`Revision`] of the write that produced
+//! it, set by the backend). [`impl_object!`] implements it for the common
+//! case. Objects live in a [`Source`], which lists them and watches their
+//! changes: the embedded [`memory::MemoryStore`] (a small etcd for one type),
+//! [`poll::PollSource`] for systems that can only be listed, [`dir`] for a
+//! directory of files, [`etcd`] for a real cluster, or your own
+//! implementation of [`Source`].
+//!
+//! ```
+//! use tend::Revision;
+//! use tend::memory::MemoryStore;
+//!
+//! #[derive(Clone, Debug, PartialEq)]
+//! struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! tend::impl_object!(Light, key: room: String, version: version);
+//!
+//! let lights = MemoryStore::<Light>::new("lights");
+//! assert!(lights.is_empty());
+//! ```
+//!
+//! ## 3. The reconciler
+//!
+//! Your logic is a [`Reconciler`](controller::Reconciler): one `async fn`
+//! from a [`Context`](controller::Context) (the key, the cached object or
+//! `None` once it is deleted, the caches of other informers, why it runs) to
+//! an [`Action`](controller::Action) (done, or run again later), or your
+//! own error (retried with backoff).
+//!
+//! ```
+//! # use tend::Revision;
+//! # #[derive(Clone, Debug, PartialEq)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! use tend::client::{Client, ClientError};
+//! use tend::controller::{Action, Context, Reconciler};
+//!
+//! struct Switch {
+//!     lights: Client<Light>,
+//! }
+//!
+//! impl Reconciler<Light> for Switch {
+//!     type Error = ClientError;
+//!
+//!     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
+//!         // Observe.
+//!         let Some(light) = ctx.object() else {
+//!             return Ok(Action::Done); // deleted: nothing to switch
+//!         };
+//!         // Compare.
+//!         if light.want_on == light.is_on {
+//!             return Ok(Action::Done);
+//!         }
+//!         // Act: a conflict (someone wrote in between) is an error, so
+//!         // the key is retried and the next reconcile sees the new state.
+//!         let switched = Light { is_on: light.want_on, ..Light::clone(light) };
+//!         self.lights.update(switched).await?;
+//!         Ok(Action::Done)
+//!     }
+//! }
+//! ```
+//!
+//! ## 4. The client
+//!
+//! Everything writes through a [`Client`](client::Client), the same type on
+//! every backend: live `get` and `list`, `create`, an optimistic `update`
+//! (refused when the object changed since it was read), `delete`, and
+//! `modify` / `create_or_update`, which re-read and retry on conflict.
+//!
+//! ```
+//! # use tend::Revision;
+//! # #[derive(Clone, Debug, PartialEq)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! use tend::client::Outcome;
+//! use tend::memory::MemoryStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tend::client::ClientError> {
+//! let lights = MemoryStore::<Light>::new("lights").client();
+//! let hall = Light { room: "hall".into(), want_on: false, is_on: false, version: Revision::ZERO };
+//! let hall = lights.create(hall).await?;
+//! assert_ne!(hall.version, Revision::ZERO); // set by the backend
+//! let wished = lights.modify(&"hall".to_owned(), |light| light.want_on = true).await?;
+//! assert_eq!(wished.outcome, Outcome::Updated);
+//! assert!(lights.update(hall).await.unwrap_err().is_conflict()); // a stale read
+//! # Ok(()) }
+//! ```
+//!
+//! ## 5. A running controller
+//!
+//! An [`Informer`] lists and watches a source into a shared cache (a
+//! [`Store`]); a [`Controller`](controller::Controller) subscribes to it,
+//! queues keys in a [`WorkQueue`] and runs the reconciler on workers.
+//! `owns` and `watches` add secondary informers whose changes map to
+//! primary keys (a pod to its ReplicaSet). Both run until their token is
+//! cancelled.
+//!
+//! ```
+//! # use tend::client::{Client, ClientError};
+//! # use tend::controller::{Action, Context, Reconciler};
+//! # use tend::Revision;
+//! # #[derive(Clone, Debug, PartialEq)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! # struct Switch { lights: Client<Light> }
+//! # impl Reconciler<Light> for Switch {
+//! #     type Error = ClientError;
+//! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
+//! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
+//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #         }
+//! #         Ok(Action::Done)
+//! #     }
+//! # }
+//! use std::time::Duration;
+//! use tend::controller::Controller;
+//! use tend::memory::MemoryStore;
+//! use tend::{CancellationToken, Informer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MemoryStore::new("lights");
+//! let informer = Informer::builder(store.clone()).build()?;
+//! let controller = Controller::builder("switch", &informer, Switch { lights: store.client() })
+//!     .resync(Duration::from_secs(600)) // re-check every light now and then
+//!     .build()?;
+//!
+//! let stop = CancellationToken::new();
+//! let watching = tokio::spawn({
+//!     let stop = stop.clone();
+//!     async move { informer.run(stop).await }
+//! });
+//! let running = tokio::spawn(controller.run(stop.clone()));
+//!
+//! let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
+//! store.client().create(hall).await?;
+//! let lit = async {
+//!     while !store.get(&"hall".to_owned()).is_some_and(|l| l.is_on) {
+//!         tokio::task::yield_now().await;
+//!     }
+//! };
+//! tokio::time::timeout(Duration::from_secs(10), lit).await?;
+//! stop.cancel();
+//! running.await??;
+//! watching.await??;
+//! # Ok(()) }
+//! ```
+//!
+//! ## 6. The manager
+//!
+//! A process usually runs several controllers. A
+//! [`Manager`](manager::Manager) shares one informer per source between
+//! them, starts informers before controllers and stops them after, handles
+//! SIGTERM and SIGINT, runs your own long-lived tasks, gates controllers on
+//! leader election, and serves Prometheus metrics and health endpoints
+//! (`http_address`, feature `http`).
+//!
+//! ```
+//! # use tend::client::{Client, ClientError};
+//! # use tend::controller::{Action, Context, Reconciler};
+//! # use tend::memory::MemoryStore;
+//! # use tend::{Informer, Revision};
+//! # #[derive(Clone, Debug, PartialEq)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! # struct Switch { lights: Client<Light> }
+//! # impl Reconciler<Light> for Switch {
+//! #     type Error = ClientError;
+//! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
+//! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
+//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #         }
+//! #         Ok(Action::Done)
+//! #     }
+//! # }
+//! use tend::manager::Manager;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MemoryStore::new("lights");
+//! let mut manager = Manager::builder().build()?;
+//! let lights = manager.informer("lights", || Informer::builder(store.clone()).build())?;
+//! let switch = manager.controller("switch", &lights, Switch { lights: store.client() }).build()?;
+//! manager.add_controller(switch)?;
+//!
+//! // A task beside the controllers: here, it wishes the hall lit and stops
+//! // the manager once it is (a real one would run until SIGTERM).
+//! let stop = manager.shutdown_token();
+//! let client = store.client();
+//! manager.add_task("tenant", move |_cancel| async move {
+//!     let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
+//!     client.create(hall).await?;
+//!     let lit = async {
+//!         while !client.get(&"hall".to_owned()).await?.is_some_and(|l| l.is_on) {
+//!             tokio::task::yield_now().await;
+//!         }
+//!         Ok::<_, tend::client::ClientError>(())
+//!     };
+//!     let result = tokio::time::timeout(std::time::Duration::from_secs(10), lit).await;
+//!     stop.cancel();
+//!     Ok(result??) // a task's error stops the manager with it
+//! })?;
+//! manager.run().await?; // returns once stopped, every task ended
+//! # Ok(()) }
+//! ```
+//!
+//! ## 7. Testing with the harness
+//!
+//! A [`testing::Harness`] runs informers and controllers and
+//! [`settle`](testing::Harness::settle)s: it waits until nothing is left to
+//! do. Under tokio's paused clock backoffs and resyncs of minutes take no
+//! real time, and a test reads: write the desired state, settle, assert the
+//! actual state.
+//!
+//! ```
+//! # use tend::client::{Client, ClientError};
+//! # use tend::controller::{Action, Context, Reconciler};
+//! # use tend::Revision;
+//! # #[derive(Clone, Debug, PartialEq)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! # struct Switch { lights: Client<Light> }
+//! # impl Reconciler<Light> for Switch {
+//! #     type Error = ClientError;
+//! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
+//! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
+//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #         }
+//! #         Ok(Action::Done)
+//! #     }
+//! # }
+//! use std::time::Duration;
+//! use tend::controller::Controller;
+//! use tend::memory::MemoryStore;
+//! use tend::testing::Harness;
+//! use tend::Informer;
+//!
+//! // In a test: #[tokio::test(start_paused = true)]
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MemoryStore::new("lights");
+//! let informer = Informer::builder(store.clone()).build()?;
+//! let mut harness = Harness::new();
+//! harness.informer(&informer);
+//! harness.controller(Controller::builder("switch", &informer, Switch { lights: store.client() }).build()?);
+//!
+//! let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
+//! store.client().create(hall).await?;
+//! harness.settle(Duration::from_secs(60)).await?;
+//! assert!(store.get(&"hall".to_owned()).unwrap().is_on);
+//! harness.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## 8. Moving to etcd
+//!
+//! When one process is not enough, the objects move to etcd (feature
+//! `etcd`) and replicas elect a leader; the reconciler does not change.
+//! Objects are stored as JSON, so the type gains serde's derives; the
+//! source replaces the memory store, its client the memory client, and the
+//! election gates the controllers (only the leader reconciles, and its
+//! writes can be fenced by its token: see [`client`]).
+//!
+//! ```no_run
+//! # #[cfg(feature = "etcd")]
+//! # mod etcd_step {
+//! # use tend::client::{Client, ClientError};
+//! # use tend::controller::{Action, Context, Reconciler};
+//! # #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+//! # struct Light { room: String, want_on: bool, is_on: bool, #[serde(skip)] version: tend::Revision }
+//! # tend::impl_object!(Light, key: room: String, version: version);
+//! # struct Switch { lights: Client<Light> }
+//! # impl Reconciler<Light> for Switch {
+//! #     type Error = ClientError;
+//! #     async fn reconcile(&self, _: Context<Light>) -> Result<Action, ClientError> { Ok(Action::Done) }
+//! # }
+//! use tend::Informer;
+//! use tend::etcd::{EtcdElection, EtcdSource};
+//! use tend::manager::Manager;
+//!
+//! async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//!     let etcd = etcd_client::Client::connect(["127.0.0.1:2379"], None).await?;
+//!     let source = EtcdSource::<Light>::builder("lights", etcd.clone(), "/lights/").build();
+//!     let election = EtcdElection::builder(etcd, "lights-operator").identity("replica-1").build()?;
+//!     let mut manager = Manager::builder().leader_election(election).build()?;
+//!     let lights = manager.informer("lights", || Informer::builder(source.clone()).build())?;
+//!     let switch = manager.controller("switch", &lights, Switch { lights: source.client() });
+//!     manager.add_controller(switch.build()?)?;
+//!     manager.run().await?; // until SIGTERM; reconciles only while leading
+//!     Ok(())
+//! }
+//! # }
+//! ```
+//!
+//! `tend::testing::etcd` (feature `etcd`) starts a real etcd server for
+//! tests, and `examples/etcd_replicaset.rs` runs three replicas through a
+//! leader's death.
+
+/// The README's code blocks, compiled and run as doctests so that they
+/// cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub mod client;
 pub mod controller;

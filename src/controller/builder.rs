@@ -16,6 +16,54 @@ use crate::rate_limit::RateLimiter;
 use crate::source::Object;
 
 /// Configures a [`Controller`]; start from [`Controller::builder`].
+///
+/// # Examples
+///
+/// A ReplicaSet-style controller: it reconciles sets, is woken when a pod
+/// it owns changes (`owns` maps a pod to its owner's key), re-checks every
+/// set every ten minutes, and runs two reconciles at a time, each for at
+/// most a minute:
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+/// use tend::controller::{Action, Context, Controller, Predicate, Reconciler};
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, Revision};
+///
+/// #[derive(Clone, Debug)]
+/// struct Set { name: String, replicas: usize, version: Revision }
+/// tend::impl_object!(Set, key: name: String, version: version);
+/// #[derive(Clone, Debug)]
+/// struct Pod { name: String, owner: String, version: Revision }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// struct Sets;
+/// impl Reconciler<Set> for Sets {
+///     type Error = Infallible;
+///     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Infallible> {
+///         let pods = ctx.store::<Pod>().expect("the controller owns pods");
+///         let _owned = pods.by_index("owner", ctx.key()).unwrap_or_default();
+///         Ok(Action::Done)
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let sets = Informer::builder(MemoryStore::<Set>::new("sets")).build()?;
+/// let pods = Informer::builder(MemoryStore::<Pod>::new("pods"))
+///     .index("owner", |pod: &Pod| vec![pod.owner.clone()])
+///     .build()?;
+/// let controller = Controller::builder("sets", &sets, Sets)
+///     .owns(&pods, |pod: &Pod| Some(pod.owner.clone()))
+///     .predicate(Predicate::version_changed())
+///     .resync(Duration::from_secs(600))
+///     .concurrency(NonZeroUsize::new(2).unwrap())
+///     .reconcile_timeout(Duration::from_secs(60))
+///     .build()?;
+/// assert_eq!(controller.name(), "sets");
+/// # Ok(()) }
+/// ```
 #[must_use]
 pub struct ControllerBuilder<O: Object, R> {
     name: String,

@@ -86,6 +86,59 @@ pub enum ControllerError {
 
 /// A reconciliation loop for objects of type `O`, driven by reconciler `R`.
 /// Build one with [`Controller::builder`], then [`run`](Controller::run) it.
+///
+/// # Examples
+///
+/// A controller that turns every light on, run beside its informer until
+/// the hall's light is on:
+///
+/// ```
+/// # use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)]
+/// # struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// use std::convert::Infallible;
+/// use tend::client::Client;
+/// use tend::controller::{Action, Context, Controller, Reconciler};
+/// use tend::memory::MemoryStore;
+/// use tend::{CancellationToken, Informer};
+///
+/// struct On(Client<Light>);
+/// impl Reconciler<Light> for On {
+///     type Error = Infallible;
+///     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
+///         if let Some(light) = ctx.object().filter(|l| !l.on) {
+///             // A conflict is harmless: the change that caused it queues the key again.
+///             let _ = self.0.update(Light { on: true, ..Light::clone(light) }).await;
+///         }
+///         Ok(Action::Done)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new("lights");
+/// let informer = Informer::builder(store.clone()).build()?;
+/// let controller = Controller::builder("on", &informer, On(store.client())).build()?;
+///
+/// let stop = CancellationToken::new();
+/// let watching = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+/// let running = tokio::spawn(controller.run(stop.clone()));
+/// store.client().create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
+/// let lit = async {
+///     while !store.get(&"hall".to_owned()).is_some_and(|l| l.on) {
+///         tokio::task::yield_now().await;
+///     }
+/// };
+/// tokio::time::timeout(std::time::Duration::from_secs(10), lit).await?;
+/// stop.cancel(); // in-flight reconciles finish, then `run` returns
+/// running.await??;
+/// watching.await??;
+/// # Ok(()) }
+/// ```
 pub struct Controller<O: Object, R> {
     name: String,
     primary: Watch<O>,

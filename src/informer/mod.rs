@@ -33,6 +33,40 @@ use crate::source::{Object, Source};
 ///
 /// Events carry shared `Arc`s: delivering one to several subscribers copies
 /// nothing.
+///
+/// # Examples
+///
+/// A subscriber that logs what happened (a controller's subscription maps
+/// events to keys instead, and never decides from the event alone):
+///
+/// ```
+/// # use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)]
+/// # struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// use std::sync::Arc;
+/// use tend::Event;
+///
+/// fn describe(event: &Event<Light>) -> String {
+///     match event {
+///         Event::Initial(light) => format!("{} listed", light.room),
+///         Event::Applied { old: None, new } => format!("{} created", new.room),
+///         Event::Applied { old: Some(old), new } if old.on != new.on => {
+///             format!("{} switched {}", new.room, if new.on { "on" } else { "off" })
+///         }
+///         Event::Applied { new, .. } => format!("{} changed", new.room),
+///         Event::Deleted(light) => format!("{} deleted", light.room),
+///         Event::Resync(light) => format!("{} resynced", light.room),
+///     }
+/// }
+///
+/// let off = Arc::new(Light { room: "hall".into(), on: false, version: Revision::new(1) });
+/// let on = Arc::new(Light { on: true, version: Revision::new(2), ..Light::clone(&off) });
+/// let event = Event::Applied { old: Some(off), new: Arc::clone(&on) };
+/// assert_eq!(describe(&event), "hall switched on");
+/// assert!(Arc::ptr_eq(event.object(), &on));
+/// // Informer::subscribe(|event| println!("{}", describe(event))) would log each one.
+/// ```
 #[derive(Debug)]
 pub enum Event<O> {
     /// The object was in the cache when the handler subscribed (or in the
@@ -158,6 +192,8 @@ pub enum InformerError {
 /// later event: nothing lost, nothing twice. A handler must not call
 /// [`Informer::subscribe`] or drop a [`Subscription`] (that would deadlock);
 /// it may read the store. A panicking handler panics [`Informer::run`].
+///
+/// # Examples
 ///
 /// ```
 /// use std::time::Duration;

@@ -41,6 +41,47 @@ pub(crate) type TransformFn<O> = Arc<dyn Fn(O) -> O + Send + Sync>;
 /// Values are shared `Arc`s: reading never copies an object. Everything a
 /// reader sees is a state the source was in (never a half-applied change),
 /// though possibly an older one than the source's current state.
+///
+/// # Examples
+///
+/// Reads from an informer's cache, by key and through an index:
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{CancellationToken, Informer, Revision};
+///
+/// #[derive(Clone, Debug)]
+/// struct Pod { name: String, node: String, version: Revision }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pods = MemoryStore::new("pods");
+/// for (name, node) in [("web-1", "n1"), ("web-2", "n2"), ("db-1", "n1")] {
+///     let pod = Pod { name: name.into(), node: node.into(), version: Revision::ZERO };
+///     pods.client().create(pod).await?;
+/// }
+/// let informer = Informer::builder(pods.clone())
+///     .index("node", |pod: &Pod| vec![pod.node.clone()])
+///     .build()?;
+/// let stop = CancellationToken::new();
+/// let watching = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+///
+/// let store = informer.store();
+/// store.wait_synced(Duration::from_secs(5)).await?;
+/// assert_eq!(store.len(), 3);
+/// assert_eq!(store.get(&"web-2".to_owned()).unwrap().node, "n2");
+/// let mut on_n1 = store.keys_by_index("node", "n1")?;
+/// on_n1.sort();
+/// assert_eq!(on_n1, ["db-1", "web-1"]);
+/// stop.cancel();
+/// watching.await??;
+/// # Ok(()) }
+/// ```
 pub struct Store<O: Object> {
     shared: Arc<StoreShared<O>>,
 }

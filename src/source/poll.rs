@@ -68,6 +68,52 @@ pub enum PollConfigError {
 
 /// A [`Source`] that lists on an interval and diffs; see the
 /// [module docs](self).
+///
+/// # Examples
+///
+/// A thermometer that can only be read, polled every second into an
+/// informer's cache (under the paused clock, seconds take no real time):
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use tend::poll::PollSource;
+/// use tend::{CancellationToken, Informer, Revision};
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Reading { room: String, celsius: i32, version: Revision }
+/// tend::impl_object!(Reading, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let sensor = Arc::new(Mutex::new(19));
+/// let source = PollSource::new("thermometer", Duration::from_secs(1), {
+///     let sensor = Arc::clone(&sensor);
+///     move || {
+///         let celsius = *sensor.lock().unwrap();
+///         async move {
+///             let reading = Reading { room: "hall".into(), celsius, version: Revision::ZERO };
+///             Ok::<_, std::io::Error>(vec![reading])
+///         }
+///     }
+/// })?;
+/// let informer = Informer::builder(source).build()?;
+/// let stop = CancellationToken::new();
+/// let watching = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+/// let store = informer.store();
+/// store.wait_synced(Duration::from_secs(5)).await?;
+/// assert_eq!(store.get(&"hall".to_owned()).unwrap().celsius, 19);
+///
+/// *sensor.lock().unwrap() = 21; // seen at the next poll
+/// tokio::time::sleep(Duration::from_secs(2)).await;
+/// assert_eq!(store.get(&"hall".to_owned()).unwrap().celsius, 21);
+/// stop.cancel();
+/// watching.await??;
+/// # Ok(()) }
+/// ```
 pub struct PollSource<O: Object> {
     name: Arc<str>,
     interval: Duration,

@@ -87,6 +87,30 @@ pub const DEFAULT_HISTORY: NonZeroUsize = NonZeroUsize::new(100_000).unwrap();
 /// An in-process store of objects of one type; a cheap cloneable handle.
 ///
 /// See the [module docs](self).
+///
+/// # Examples
+///
+/// A store is a [`Source`] (an informer watches it) and a backend that a
+/// [`Client`](crate::client::Client) writes to; [`put`](Self::put) writes
+/// as an outside actor would (a simulation, a seed), whatever the version:
+///
+/// ```
+/// # use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)]
+/// # struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// use tend::memory::MemoryStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::client::ClientError> {
+/// let store = MemoryStore::new("lights");
+/// let hall = store.client().create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
+/// store.put(Light { on: true, ..hall.clone() }); // someone flips the switch
+/// assert!(store.client().update(hall).await.unwrap_err().is_conflict());
+/// assert_eq!(store.len(), 1);
+/// assert_eq!(store.revision(), Revision::new(2)); // two writes
+/// # Ok(()) }
+/// ```
 pub struct MemoryStore<O: Object> {
     shared: Arc<Shared<O>>,
 }

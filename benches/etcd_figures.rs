@@ -2,9 +2,12 @@
 //! list + sync of 100,000 objects, watch latency from put to reconcile
 //! start, and leader failover time over 20 rounds.
 //!
+//! A benchmark with a plain `main` (`harness = false`), not divan: each
+//! figure is one long measurement against a real server.
+//!
 //! ```sh
-//! cargo run --release --example etcd_figures --features etcd
-//! cargo run --release --example etcd_figures --features etcd -- --objects 20000 --rounds 5
+//! cargo bench --features etcd --bench etcd_figures
+//! cargo bench --features etcd --bench etcd_figures -- --objects 20000 --rounds 5
 //! ```
 
 use std::collections::HashMap;
