@@ -381,8 +381,11 @@ async fn main() -> Result<(), BoxError> {
     };
     world.autoscalers.client().create(hpa).await?;
     let running = tokio::spawn(manager.run());
-    clock.at(duration, 1.0).await;
-    stop.cancel();
+    support::play(&stop, async {
+        clock.at(duration, 1.0).await;
+        Ok::<_, BoxError>(())
+    })
+    .await?;
     running.await??;
     println!("{}", world.summary()?);
     Ok(())

@@ -399,8 +399,8 @@ impl World {
     }
 
     /// Both controllers, their informers, the monitor, and chaos until
-    /// `chaos` is cancelled.
-    fn manager(&self, clock: Clock, chaos: &CancellationToken) -> Result<Manager, BoxError> {
+    /// the returned token is cancelled (or the manager stops).
+    fn manager(&self, clock: Clock) -> Result<(Manager, CancellationToken), BoxError> {
         let mut manager = Manager::builder().build()?;
         let startup = Duration::from_millis(300);
         let (rs_cache, pod_cache) = workloads::add_replicasets(
@@ -430,9 +430,10 @@ impl World {
             Arc::clone(&self.monitor),
         );
         manager.add_task("monitor", move |stop| run_monitor(d, p, m, stop))?;
+        let chaos = manager.shutdown_token().child_token();
         let (p, m, c) = (self.pods.clone(), Arc::clone(&self.monitor), chaos.clone());
         manager.add_task("chaos", move |_| run_chaos(p, m, clock, c))?;
-        Ok(manager)
+        Ok((manager, chaos))
     }
 }
 
@@ -445,8 +446,7 @@ async fn main() -> Result<(), BoxError> {
     let duration = support::run_for("deployment", 8.0);
     let clock = Clock::start();
     let world = World::new();
-    let chaos = CancellationToken::new();
-    let manager = world.manager(clock, &chaos)?;
+    let (manager, chaos) = world.manager(clock)?;
     let stop = manager.shutdown_token();
     let World {
         deployments,
@@ -469,28 +469,30 @@ async fn main() -> Result<(), BoxError> {
     };
     deployments.client().create(myapp).await?;
     let running = tokio::spawn(manager.run());
-
-    let roll = |at: f64, image: &'static str, why: &'static str| {
-        let deployments = deployments.clone();
-        async move {
-            clock.at(duration, at).await;
-            println!(
-                "{} declare: Deployment myapp now wants myapp:{image} ({why})",
-                clock.stamp()
-            );
-            deployments
-                .client()
-                .modify(&"myapp".to_owned(), |d| d.image = format!("myapp:{image}"))
-                .await
-        }
-    };
-    roll(0.15, "1.5.0", "the update").await?;
-    roll(0.55, "1.4.0", "the rollback").await?;
-    clock.at(duration, 0.8).await;
-    chaos.cancel();
-    println!("{} chaos stops", clock.stamp());
-    clock.at(duration, 1.0).await;
-    stop.cancel();
+    support::play(&stop, async {
+        let roll = |at: f64, image: &'static str, why: &'static str| {
+            let deployments = deployments.clone();
+            async move {
+                clock.at(duration, at).await;
+                println!(
+                    "{} declare: Deployment myapp now wants myapp:{image} ({why})",
+                    clock.stamp()
+                );
+                deployments
+                    .client()
+                    .modify(&"myapp".to_owned(), |d| d.image = format!("myapp:{image}"))
+                    .await
+            }
+        };
+        roll(0.15, "1.5.0", "the update").await?;
+        roll(0.55, "1.4.0", "the rollback").await?;
+        clock.at(duration, 0.8).await;
+        chaos.cancel();
+        println!("{} chaos stops", clock.stamp());
+        clock.at(duration, 1.0).await;
+        Ok::<_, BoxError>(())
+    })
+    .await?;
     running.await??;
     println!("{}", summarize(&replicasets, &pods, &monitor, &set_stats));
     Ok(())

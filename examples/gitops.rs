@@ -181,10 +181,12 @@ async fn main() -> Result<(), BoxError> {
     manager.add_controller(controller)?;
     let stop = manager.shutdown_token();
     let running = tokio::spawn(manager.run());
-
-    edit_the_world(dir, &cluster, &files, clock, duration).await?;
-    clock.at(duration, 1.0).await;
-    stop.cancel();
+    support::play(&stop, async {
+        edit_the_world(dir, &cluster, &files, clock, duration).await?;
+        clock.at(duration, 1.0).await;
+        Ok::<_, BoxError>(())
+    })
+    .await?;
     running.await??;
     println!("{}", summarize(dir, &cluster, &files.stats(), &stats)?);
     Ok(())

@@ -327,7 +327,10 @@ async fn main() -> Result<(), BoxError> {
             stats.routed(&prefix, &new.pods, ready);
         }
     });
-    let probes = CancellationToken::new();
+    // Stopped before the end (the last 10 % show the loop settle), or by
+    // the manager's shutdown.
+    let stop = manager.shutdown_token();
+    let probes = stop.child_token();
     let (p, e, st, s) = (
         pods.clone(),
         endpoints.clone(),
@@ -335,7 +338,6 @@ async fn main() -> Result<(), BoxError> {
         probes.clone(),
     );
     manager.add_task("probes", move |_| run_probes(p, e, st, clock, s))?;
-    let stop = manager.shutdown_token();
 
     for (name, selector) in [("web", "web"), ("api", "api")] {
         println!("declare: Service {name} routes to the ready pods labelled app={selector}");
@@ -347,40 +349,42 @@ async fn main() -> Result<(), BoxError> {
         services.client().create(service).await?;
     }
     let running = tokio::spawn(manager.run());
-
-    clock.at(duration, 0.3).await;
-    let api3 = pod("api-3", "api");
-    let routed = is_routed(&endpoints, &api3);
-    stats
-        .lock()
-        .expect("not poisoned")
-        .pod_changed("api-3", api3.ready, routed);
-    pods.put(api3);
-    println!("{} WORLD pod api-3 starts", clock.stamp());
-    clock.at(duration, 0.5).await;
-    endpoints.put(Endpoints {
-        service: "web".into(),
-        pods: vec!["web-9".into()],
-        version: Revision::ZERO,
-    });
-    println!(
-        "{} WORLD someone sets web's endpoints to [web-9] by hand",
-        clock.stamp()
-    );
-    clock.at(duration, 0.7).await;
-    let web4 = pods.get(&"web-4".to_owned()).expect("web-4 exists");
-    let routed = is_routed(&endpoints, &web4);
-    stats
-        .lock()
-        .expect("not poisoned")
-        .pod_changed("web-4", false, routed);
-    pods.client().delete(&"web-4".to_owned()).await?;
-    println!("{} WORLD pod web-4 is deleted", clock.stamp());
-    clock.at(duration, 0.9).await;
-    probes.cancel();
-    println!("{} probes stop", clock.stamp());
-    clock.at(duration, 1.0).await;
-    stop.cancel();
+    support::play(&stop, async {
+        clock.at(duration, 0.3).await;
+        let api3 = pod("api-3", "api");
+        let routed = is_routed(&endpoints, &api3);
+        stats
+            .lock()
+            .expect("not poisoned")
+            .pod_changed("api-3", api3.ready, routed);
+        pods.put(api3);
+        println!("{} WORLD pod api-3 starts", clock.stamp());
+        clock.at(duration, 0.5).await;
+        endpoints.put(Endpoints {
+            service: "web".into(),
+            pods: vec!["web-9".into()],
+            version: Revision::ZERO,
+        });
+        println!(
+            "{} WORLD someone sets web's endpoints to [web-9] by hand",
+            clock.stamp()
+        );
+        clock.at(duration, 0.7).await;
+        let web4 = pods.get(&"web-4".to_owned()).expect("web-4 exists");
+        let routed = is_routed(&endpoints, &web4);
+        stats
+            .lock()
+            .expect("not poisoned")
+            .pod_changed("web-4", false, routed);
+        pods.client().delete(&"web-4".to_owned()).await?;
+        println!("{} WORLD pod web-4 is deleted", clock.stamp());
+        clock.at(duration, 0.9).await;
+        probes.cancel();
+        println!("{} probes stop", clock.stamp());
+        clock.at(duration, 1.0).await;
+        Ok::<_, BoxError>(())
+    })
+    .await?;
     running.await??;
     println!("{}", summarize(&services, &pods, &endpoints, &stats));
     Ok(())

@@ -339,18 +339,20 @@ async fn main() -> Result<(), BoxError> {
     };
     thermostats.client().create(thermostat).await?;
     let running = tokio::spawn(manager.run());
-
-    clock.at(duration, 0.5).await;
-    thermostats
-        .client()
-        .modify(&ROOM.to_owned(), |t| t.target = 21.5)
-        .await?;
-    println!(
-        "{} declare: thermostat {ROOM} now wants 21.5 ±1.0 °C",
-        clock.stamp()
-    );
-    clock.at(duration, 1.0).await;
-    stop.cancel();
+    support::play(&stop, async {
+        clock.at(duration, 0.5).await;
+        thermostats
+            .client()
+            .modify(&ROOM.to_owned(), |t| t.target = 21.5)
+            .await?;
+        println!(
+            "{} declare: thermostat {ROOM} now wants 21.5 ±1.0 °C",
+            clock.stamp()
+        );
+        clock.at(duration, 1.0).await;
+        Ok::<_, BoxError>(())
+    })
+    .await?;
     running.await??;
     println!("{}", summarize(&thermostats, &room, &stats));
     Ok(())

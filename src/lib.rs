@@ -40,7 +40,8 @@
 //!
 //! # From nothing to a running controller
 //!
-//! Eight steps, each a doctest; together they are a working program. The
+//! Eight steps, each with a doctest; from step 5 on, each is a whole
+//! running program. The
 //! lights of a house are the example: each light has a wish (`want_on`)
 //! and a state (`is_on`), and the controller makes the state follow the
 //! wish.
@@ -54,6 +55,25 @@
 //! periodic resync, and again with backoff when it fails. Because it reads
 //! the world afresh each time, it must be idempotent: running it twice, or
 //! after a crash halfway through, leaves the same result.
+//!
+//! The shape of every reconcile, without tend (a count of pods):
+//!
+//! ```
+//! use std::cmp::Ordering;
+//!
+//! fn reconcile(desired: u32, actual: &mut u32) -> &'static str {
+//!     match (*actual).cmp(&desired) {           // observe, compare
+//!         Ordering::Less => { *actual += 1; "create one" } // act on the gap
+//!         Ordering::Greater => { *actual -= 1; "delete one" }
+//!         Ordering::Equal => "nothing to do",
+//!     }
+//! }
+//!
+//! let mut pods = 1;
+//! while reconcile(3, &mut pods) != "nothing to do" {} // run until it holds
+//! assert_eq!(pods, 3);
+//! assert_eq!(reconcile(3, &mut pods), "nothing to do"); // again: no change
+//! ```
 //!
 //! ## 2. Objects and sources
 //!

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use tend::CancellationToken;
 use tokio::time::Instant;
 
 /// How long an example runs, from its command line: `default_secs`,
@@ -47,4 +48,19 @@ impl Clock {
             None => std::future::pending().await,
         }
     }
+}
+
+/// Plays an example's timeline until it ends or `stop` is cancelled (the
+/// manager cancels it on SIGINT or SIGTERM, so Ctrl-C ends a `--forever`
+/// run with its summary), then cancels `stop`.
+pub(crate) async fn play<E>(
+    stop: &CancellationToken,
+    timeline: impl Future<Output = Result<(), E>>,
+) -> Result<(), E> {
+    let played = tokio::select! {
+        played = timeline => played,
+        () = stop.cancelled() => Ok(()),
+    };
+    stop.cancel();
+    played
 }
