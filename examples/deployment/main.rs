@@ -25,8 +25,10 @@
 //! cargo run --example deployment -- --forever
 //! ```
 
+mod monitor;
+#[path = "../support/mod.rs"]
 mod support;
-#[path = "support/workloads.rs"]
+#[path = "../support/workloads.rs"]
 mod workloads;
 
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,7 @@ use tend::memory::MemoryStore;
 use tend::{BoxError, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
+use monitor::{CHAOS_GRACE, Monitor, run_monitor};
 use support::Clock;
 use workloads::{Pod, ReplicaSet, SetStats};
 
@@ -253,126 +256,6 @@ async fn run_chaos(
         if pods.client().delete(&pod.name).await.is_ok() {
             println!("{} CHAOS deleted pod {}", clock.stamp(), pod.name);
         }
-    }
-}
-
-/// How long after a chaos deletion the availability bound is not checked:
-/// `max_unavailable` bounds what the rollout takes down, not what fails
-/// (as in Kubernetes); a replacement is ready about then (the kubelet
-/// starts a pod in 300 ms).
-const CHAOS_GRACE: Duration = Duration::from_millis(400);
-
-/// What the monitor saw of one rollout.
-#[derive(Debug)]
-struct Rollout {
-    from: String,
-    to: String,
-    started: Instant,
-    took: Option<Duration>,
-    most_pods: usize,
-    /// The fewest ready pods outside chaos's grace, and at all.
-    least_ready: usize,
-    least_ready_with_chaos: usize,
-    chaos: u32,
-}
-
-#[derive(Debug, Default)]
-struct Monitor {
-    rollouts: Vec<Rollout>,
-    chaos: u32,
-    last_chaos: Option<Instant>,
-    /// Pods above the surge bound, or ready pods below the availability
-    /// bound outside chaos's grace, seen at any instant of a rollout.
-    violations: u32,
-}
-
-impl Monitor {
-    fn chaos_at(&mut self, at: Instant) {
-        self.chaos += 1;
-        self.last_chaos = Some(at);
-        if let Some(rollout) = self.rollouts.last_mut().filter(|r| r.took.is_none()) {
-            rollout.chaos += 1;
-        }
-    }
-
-    /// One look at the world: the deployment and all its pods.
-    fn observe(&mut self, deployment: &Deployment, pods: &[Pod], now: Instant) {
-        let target = deployment
-            .image
-            .rsplit(':')
-            .next()
-            .unwrap_or("?")
-            .to_owned();
-        let ready = pods.iter().filter(|p| p.ready).count();
-        let done = pods.len() == deployment.replicas
-            && ready == deployment.replicas
-            && pods.iter().all(|p| p.image == deployment.image);
-        match self.rollouts.last() {
-            // The first image is where the deployment starts: no rollout.
-            None => self
-                .rollouts
-                .push(Rollout::new(String::new(), target, now, true)),
-            Some(last) if last.to != target => {
-                let from = last.to.clone();
-                self.rollouts.push(Rollout::new(from, target, now, false));
-            }
-            Some(_) => {}
-        }
-        let graced = self.last_chaos.is_some_and(|at| now - at < CHAOS_GRACE);
-        let Some(rollout) = self.rollouts.last_mut().filter(|r| r.took.is_none()) else {
-            return;
-        };
-        rollout.most_pods = rollout.most_pods.max(pods.len());
-        rollout.least_ready_with_chaos = rollout.least_ready_with_chaos.min(ready);
-        if !graced {
-            rollout.least_ready = rollout.least_ready.min(ready);
-        }
-        let over = pods.len() > deployment.replicas + deployment.max_surge;
-        let under = !graced && ready + deployment.max_unavailable < deployment.replicas;
-        if over || under {
-            self.violations += 1;
-        }
-        if done {
-            rollout.took = Some(now - rollout.started);
-        }
-    }
-}
-
-impl Rollout {
-    fn new(from: String, to: String, started: Instant, finished: bool) -> Self {
-        Self {
-            from,
-            to,
-            started,
-            took: finished.then_some(Duration::ZERO),
-            most_pods: 0,
-            least_ready: usize::MAX,
-            least_ready_with_chaos: usize::MAX,
-            chaos: 0,
-        }
-    }
-}
-
-async fn run_monitor(
-    deployments: MemoryStore<Deployment>,
-    pods: MemoryStore<Pod>,
-    monitor: Arc<Mutex<Monitor>>,
-    stop: CancellationToken,
-) -> Result<(), BoxError> {
-    let mut tick = tokio::time::interval(Duration::from_millis(2));
-    loop {
-        let now = tokio::select! {
-            now = tick.tick() => now,
-            () = stop.cancelled() => return Ok(()),
-        };
-        let Some(deployment) = deployments.get(&"myapp".to_owned()) else {
-            continue;
-        };
-        let all: Vec<Pod> = pods.snapshot().objects;
-        monitor
-            .lock()
-            .expect("not poisoned")
-            .observe(&deployment, &all, now);
     }
 }
 
