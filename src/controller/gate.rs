@@ -25,14 +25,14 @@ use crate::source::Revision;
 /// The keys held for their writes, and how long one may be held.
 pub(super) struct Gate<K> {
     bound: Duration,
-    held: Mutex<Vec<Held<K>>>,
+    held: Mutex<Vec<Waiting<K>>>,
     /// A key was held: the watching task must look again.
     added: Notify,
     /// The watching task stopped: keys are no longer held.
     closed: AtomicBool,
 }
 
-struct Held<K> {
+struct Waiting<K> {
     key: K,
     /// Per cache (by position): the revision it must reach.
     needs: Vec<(usize, Revision)>,
@@ -66,7 +66,7 @@ impl<K: QueueKey> Gate<K> {
         if self.closed.load(Ordering::Acquire) {
             return Some(key);
         }
-        held.push(Held {
+        held.push(Waiting {
             key,
             needs: writes,
             until: crate::time::deadline(now, self.bound),
@@ -101,7 +101,7 @@ impl<K: QueueKey> Gate<K> {
             self.closed.store(true, Ordering::Release);
             std::mem::take(&mut *held)
         };
-        for Held { key, .. } in held {
+        for Waiting { key, .. } in held {
             let _ = queue.done(&key);
         }
     }
