@@ -5,7 +5,10 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
+
 use super::context::Clients;
+use super::external::External;
 use super::observer::NoopObserver;
 use super::watch::{Mapped, Secondary, Watch};
 use super::{Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger};
@@ -67,13 +70,20 @@ use crate::source::Object;
 #[must_use]
 pub struct ControllerBuilder<O: Object, R> {
     name: String,
-    primary: Watch<O>,
+    inputs: Inputs<O>,
     reconciler: R,
-    secondaries: Vec<Box<dyn Secondary<O::Key>>>,
     config: Config,
     limiter: Option<Box<dyn RateLimiter<O::Key>>>,
     observer: Arc<dyn ControllerObserver>,
     queue_observer: Option<Arc<dyn QueueObserver>>,
+}
+
+/// What wakes a controller: its primary's events, its secondaries' mapped
+/// to primary keys, and triggers from outside the informers.
+pub(crate) struct Inputs<O: Object> {
+    pub(crate) primary: Watch<O>,
+    pub(crate) secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+    pub(crate) externals: Vec<External<O::Key>>,
 }
 
 /// The runtime settings of a controller.
@@ -96,9 +106,12 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     pub(super) fn new(name: String, primary: Watch<O>, reconciler: R) -> Self {
         Self {
             name,
-            primary,
+            inputs: Inputs {
+                primary,
+                secondaries: Vec::new(),
+                externals: Vec::new(),
+            },
             reconciler,
-            secondaries: Vec::new(),
             config: Config {
                 // Reconciles mostly wait on I/O: four let a slow key run
                 // beside others without flooding the systems they write to.
@@ -120,7 +133,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
 
     /// Only the primary's events that `predicate` passes enqueue a reconcile.
     pub fn predicate(mut self, predicate: Predicate<O>) -> Self {
-        self.primary = self.primary.predicate(predicate);
+        self.inputs.primary = self.inputs.primary.predicate(predicate);
         self
     }
 
@@ -132,7 +145,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         watch: impl Into<Watch<P>>,
         owner_of: impl Fn(&P) -> Option<O::Key> + Send + Sync + 'static,
     ) -> Self {
-        self.secondaries.push(Box::new(Mapped {
+        self.inputs.secondaries.push(Box::new(Mapped {
             watch: watch.into(),
             map: Arc::new(move |object: &P| owner_of(object).into_iter().collect()),
             trigger: Trigger::Owned,
@@ -147,11 +160,99 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         watch: impl Into<Watch<P>>,
         map: impl Fn(&P) -> Vec<O::Key> + Send + Sync + 'static,
     ) -> Self {
-        self.secondaries.push(Box::new(Mapped {
+        self.inputs.secondaries.push(Box::new(Mapped {
             watch: watch.into(),
             map: Arc::new(map),
             trigger: Trigger::Mapped,
         }));
+        self
+    }
+
+    /// Reconciles each key `keys` yields, with [`Trigger::External`]: keys
+    /// that come from outside the informers (a channel fed by a webhook
+    /// handler, a message bus, another controller). A key need not be
+    /// cached: its reconcile then sees no object, as after a delete. Keys
+    /// yielded while another run of the key is queued coalesce with it, as
+    /// informer events do; keys yielded before the caches sync are
+    /// reconciled once they have. The controller keeps running when the
+    /// stream ends; call this once per stream.
+    ///
+    /// # Examples
+    ///
+    /// A webhook handler holds the sending half of a channel:
+    ///
+    /// ```
+    /// # use tend::Revision;
+    /// # #[derive(Clone, Debug)]
+    /// # struct Site { name: String, version: Revision }
+    /// # tend::impl_object!(Site, key: name: String, version: version);
+    /// # struct Deploy;
+    /// # impl tend::controller::Reconciler<Site> for Deploy {
+    /// #     type Error = std::convert::Infallible;
+    /// #     async fn reconcile(&self, _: tend::controller::Context<Site>) -> Result<tend::controller::Action, Self::Error> {
+    /// #         Ok(tend::controller::Action::Done)
+    /// #     }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tend::controller::Controller;
+    /// use tend::memory::MemoryStore;
+    /// use tend::Informer;
+    ///
+    /// let sites = Informer::builder(MemoryStore::<Site>::new("sites")).build()?;
+    /// let (pushed, keys) = futures::channel::mpsc::unbounded::<String>();
+    /// let controller = Controller::builder("deploy", &sites, Deploy)
+    ///     .reconcile_on(keys)
+    ///     .build()?;
+    /// // In the webhook handler: a push to the site's repository.
+    /// pushed.unbounded_send("blog".to_owned())?;
+    /// # drop(controller);
+    /// # Ok(()) }
+    /// ```
+    pub fn reconcile_on(mut self, keys: impl Stream<Item = O::Key> + Send + 'static) -> Self {
+        self.inputs.externals.push(External::Keys(keys.boxed()));
+        self
+    }
+
+    /// Reconciles every cached primary key each time `signals` yields, with
+    /// [`Trigger::External`]: for changes that concern every object, such as
+    /// a reloaded configuration or a rotated credential. The keys go in at
+    /// the background priority, as a resync's do, so fresh changes are not
+    /// queued behind them; a key already queued runs once. Signals yielded
+    /// before the caches sync are acted on once they have. The controller
+    /// keeps running when the stream ends.
+    ///
+    /// # Examples
+    ///
+    /// Re-check everything when the configuration file is reloaded:
+    ///
+    /// ```
+    /// # use tend::Revision;
+    /// # #[derive(Clone, Debug)]
+    /// # struct Site { name: String, version: Revision }
+    /// # tend::impl_object!(Site, key: name: String, version: version);
+    /// # struct Deploy;
+    /// # impl tend::controller::Reconciler<Site> for Deploy {
+    /// #     type Error = std::convert::Infallible;
+    /// #     async fn reconcile(&self, _: tend::controller::Context<Site>) -> Result<tend::controller::Action, Self::Error> {
+    /// #         Ok(tend::controller::Action::Done)
+    /// #     }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tend::controller::Controller;
+    /// use tend::memory::MemoryStore;
+    /// use tend::Informer;
+    ///
+    /// let sites = Informer::builder(MemoryStore::<Site>::new("sites")).build()?;
+    /// let (reloaded, reloads) = futures::channel::mpsc::unbounded::<()>();
+    /// let controller = Controller::builder("deploy", &sites, Deploy)
+    ///     .reconcile_all_on(reloads)
+    ///     .build()?;
+    /// reloaded.unbounded_send(())?;
+    /// # drop(controller);
+    /// # Ok(()) }
+    /// ```
+    pub fn reconcile_all_on(mut self, signals: impl Stream<Item = ()> + Send + 'static) -> Self {
+        self.inputs.externals.push(External::All(signals.boxed()));
         self
     }
 
@@ -296,8 +397,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         }
         Ok(Controller::assemble(
             self.name,
-            self.primary,
-            self.secondaries,
+            self.inputs,
             self.reconciler,
             queue.build(),
             self.config,
@@ -353,8 +453,9 @@ impl<O: Object, R> fmt::Debug for ControllerBuilder<O, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ControllerBuilder")
             .field("name", &self.name)
-            .field("primary", &self.primary)
-            .field("secondaries", &self.secondaries.len())
+            .field("primary", &self.inputs.primary)
+            .field("secondaries", &self.inputs.secondaries.len())
+            .field("externals", &self.inputs.externals.len())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

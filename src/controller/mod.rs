@@ -26,6 +26,7 @@
 
 mod builder;
 mod context;
+mod external;
 mod gate;
 mod last_states;
 mod observer;
@@ -51,11 +52,11 @@ pub use self::reconciler::{Action, ErrorPolicy, Reconciler};
 pub use self::trigger::{Trigger, Triggers};
 pub use self::watch::Watch;
 
-use self::builder::Config;
+use self::builder::{Config, Inputs};
 use self::context::Caches;
 use self::gate::Gate;
 use self::last_states::LastStates;
-use self::watch::{Enqueue, Secondary, Synced, subscribe_primary};
+use self::watch::{Enqueue, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::informer::{Informer, InformerError};
 use crate::queue::WorkQueue;
@@ -141,8 +142,7 @@ pub enum ControllerError {
 /// ```
 pub struct Controller<O: Object, R> {
     name: String,
-    primary: Watch<O>,
-    secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+    inputs: Inputs<O>,
     reconciler: R,
     queue: WorkQueue<O::Key>,
     config: Config,
@@ -164,8 +164,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
 
     fn assemble(
         name: String,
-        primary: Watch<O>,
-        secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+        inputs: Inputs<O>,
         reconciler: R,
         queue: WorkQueue<O::Key>,
         config: Config,
@@ -173,8 +172,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     ) -> Self {
         Self {
             name,
-            primary,
-            secondaries,
+            inputs,
             reconciler,
             queue,
             config,
@@ -201,7 +199,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     /// The primary informer.
     #[must_use]
     pub fn primary(&self) -> &Informer<O> {
-        self.primary.informer()
+        self.inputs.primary.informer()
     }
 
     /// Lowers the shutdown grace to at most `max` (the manager's own bound).
@@ -247,34 +245,26 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     ///
     /// Dropping the future aborts the workers' tasks (a `JoinSet` owns them)
     /// without the grace period: cancel `shutdown` and await `run` instead.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), ControllerError> {
         let sink = Enqueue {
             queue: self.queue.clone(),
             background: self.config.background,
         };
-        let mut caches = Caches::default();
-        caches.push(self.primary.informer().store());
-        caches.set_clients(self.config.clients.clone());
         let last_states = Arc::new(LastStates::new());
-        let mut subscriptions = vec![subscribe_primary(
-            &self.primary,
-            sink.clone(),
-            Arc::clone(&last_states),
-        )];
-        for secondary in &self.secondaries {
-            secondary.add_cache(&mut caches);
-            subscriptions.push(secondary.subscribe(sink.clone()));
-        }
+        let (caches, subscriptions) = self.subscribe(&sink, &last_states);
         tokio::select! {
-            synced = self.wait_synced(&subscriptions) => synced?,
+            // Not `&self`: the streams of `reconcile_on` need not be `Sync`.
+            synced = wait_synced(&self.name, self.config.sync_timeout, &subscriptions) => synced?,
             () = shutdown.cancelled() => return Ok(()),
         }
         tracing::info!(controller = %self.name, workers = self.config.concurrency, "caches synced, starting workers");
+        let externals = std::mem::take(&mut self.inputs.externals);
+        let store = self.inputs.primary.informer().store();
         let worker = Arc::new(Worker {
             name: self.name,
-            store: self.primary.informer().store(),
+            store: store.clone(),
             reconciler: self.reconciler,
-            sink,
+            sink: sink.clone(),
             caches: Arc::new(caches),
             timeout: self.config.reconcile_timeout,
             observer: self.observer,
@@ -296,6 +286,9 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         }
         if let Some(period) = self.config.resync {
             tasks.spawn(Arc::clone(&worker).resync_every(period, shutdown.clone()));
+        }
+        for external in externals {
+            tasks.spawn(external.feed(sink.clone(), store.clone(), shutdown.clone()));
         }
         // Ends the keys held for their writes; stops after the workers.
         let gated = CancellationToken::new();
@@ -320,21 +313,48 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         Ok(())
     }
 
-    /// Waits for every subscription, all within one sync timeout.
-    async fn wait_synced(&self, subscriptions: &[Box<dyn Synced>]) -> Result<(), ControllerError> {
-        let start = tokio::time::Instant::now();
-        for subscription in subscriptions {
-            let left = self.config.sync_timeout.saturating_sub(start.elapsed());
-            subscription
-                .wait_synced(left)
-                .await
-                .map_err(|source| ControllerError::CacheSync {
-                    controller: self.name.clone(),
-                    source,
-                })?;
+    /// Subscribes to every informer: the caches reconciles read, and the
+    /// subscriptions that feed the queue (dropping one unsubscribes).
+    fn subscribe(
+        &self,
+        sink: &Enqueue<O::Key>,
+        last_states: &Arc<LastStates<O>>,
+    ) -> (Caches, Vec<Box<dyn Synced>>) {
+        let mut caches = Caches::default();
+        caches.push(self.inputs.primary.informer().store());
+        caches.set_clients(self.config.clients.clone());
+        let mut subscriptions = vec![subscribe_primary(
+            &self.inputs.primary,
+            sink.clone(),
+            Arc::clone(last_states),
+        )];
+        for secondary in &self.inputs.secondaries {
+            secondary.add_cache(&mut caches);
+            subscriptions.push(secondary.subscribe(sink.clone()));
         }
-        Ok(())
+        (caches, subscriptions)
     }
+}
+
+/// Waits for every subscription of controller `name`, all within one sync
+/// timeout.
+async fn wait_synced(
+    name: &str,
+    timeout: Duration,
+    subscriptions: &[Box<dyn Synced>],
+) -> Result<(), ControllerError> {
+    let start = tokio::time::Instant::now();
+    for subscription in subscriptions {
+        let left = timeout.saturating_sub(start.elapsed());
+        subscription
+            .wait_synced(left)
+            .await
+            .map_err(|source| ControllerError::CacheSync {
+                controller: name.to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 /// Waits for every task, logging any that panicked outside a reconcile.
@@ -350,8 +370,9 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Controller")
             .field("name", &self.name)
-            .field("primary", &self.primary)
-            .field("secondaries", &self.secondaries.len())
+            .field("primary", &self.inputs.primary)
+            .field("secondaries", &self.inputs.secondaries.len())
+            .field("externals", &self.inputs.externals.len())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

@@ -23,10 +23,14 @@ pub enum Trigger {
     /// The previous reconcile asked for [`Action::Requeue`](super::Action::Requeue)
     /// or [`Action::RequeueAfter`](super::Action::RequeueAfter).
     Requeue,
+    /// A trigger from outside the informers asked for it: a key from
+    /// [`reconcile_on`](super::ControllerBuilder::reconcile_on), or every key
+    /// from [`reconcile_all_on`](super::ControllerBuilder::reconcile_all_on).
+    External,
 }
 
 impl Trigger {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 9] = [
         Self::Initial,
         Self::Changed,
         Self::Deleted,
@@ -35,9 +39,10 @@ impl Trigger {
         Self::Resync,
         Self::Retry,
         Self::Requeue,
+        Self::External,
     ];
 
-    const fn bit(self) -> u8 {
+    const fn bit(self) -> crate::queue::Marks {
         1 << self as u8
     }
 
@@ -51,6 +56,7 @@ impl Trigger {
             Self::Resync => "resync",
             Self::Retry => "retry",
             Self::Requeue => "requeue",
+            Self::External => "external",
         }
     }
 }
@@ -67,7 +73,7 @@ impl fmt::Display for Trigger {
 /// Empty only when the key was added to the controller's queue directly
 /// (through [`Controller::queue`](super::Controller::queue)).
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Triggers(u8);
+pub struct Triggers(crate::queue::Marks);
 
 impl Triggers {
     /// Whether `trigger` is among the reasons.

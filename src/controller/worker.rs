@@ -31,9 +31,6 @@ const RUN: usize = 16;
 /// other workers for well under a millisecond.
 const QUICK: Duration = Duration::from_micros(50);
 
-/// Keys a resync adds per queue lock.
-const RESYNC_RUN: usize = 256;
-
 /// What the workers share: one per controller run.
 pub(super) struct Worker<O: Object, R> {
     pub(super) name: String,
@@ -427,16 +424,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(crate::time::jittered(period, fastrand::f64())) => {}
             }
-            // In runs, so workers are not locked out of the queue for long.
-            for run in self.store.list().chunks(RESYNC_RUN) {
-                // Keys first: `Object::key` is user code, and must not run
-                // (nor panic) under the queue's lock.
-                let keys: Vec<_> = run
-                    .iter()
-                    .map(|object| self.sink.entry(object.key(), Trigger::Resync, true))
-                    .collect();
-                self.sink.queue.add_many(keys);
-            }
+            super::external::enqueue_all(&self.sink, &self.store, Trigger::Resync);
         }
     }
 }

@@ -51,7 +51,7 @@ use super::{Priority, QueueKey};
 
 /// Bits an add attaches to its key, OR-ed together until the key is handed
 /// out (see the module docs).
-pub(crate) type Marks = u8;
+pub(crate) type Marks = u16;
 
 /// How a queue debounces change events (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,69 @@
+//! Triggers from outside the informers: a stream of keys (a channel, a
+//! webhook handler) or a stream of "re-check everything" signals (a timer, a
+//! configuration reload), each reconcile reporting [`Trigger::External`].
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio_util::sync::CancellationToken;
+
+use super::Trigger;
+use super::watch::Enqueue;
+use crate::informer::Store;
+use crate::source::Object;
+
+/// How many keys a trigger adds under one lock, so workers are not locked
+/// out of the queue for long.
+const RUN: usize = 256;
+
+/// A stream that asks for reconciles.
+pub(crate) enum External<K> {
+    /// Reconcile each key.
+    Keys(BoxStream<'static, K>),
+    /// Reconcile every cached primary key, once per item.
+    All(BoxStream<'static, ()>),
+}
+
+impl<K: crate::QueueKey> External<K> {
+    /// Feeds the queue until the stream ends or `stop` is cancelled. Keys
+    /// go in at normal priority; "all keys" at the background priority, as
+    /// a resync does, so fresh changes are not queued behind everything.
+    pub(super) async fn feed<O: Object<Key = K>>(
+        self,
+        sink: Enqueue<K>,
+        store: Store<O>,
+        stop: CancellationToken,
+    ) {
+        match self {
+            Self::Keys(keys) => {
+                // Whatever is ready goes in under one lock.
+                let mut runs = keys.ready_chunks(RUN);
+                while let Some(Some(run)) = stop.run_until_cancelled(runs.next()).await {
+                    let entries = run
+                        .into_iter()
+                        .map(|key| sink.entry(key, Trigger::External, false));
+                    sink.queue.add_many(entries);
+                }
+            }
+            Self::All(mut signals) => {
+                while let Some(Some(())) = stop.run_until_cancelled(signals.next()).await {
+                    enqueue_all(&sink, &store, Trigger::External);
+                }
+            }
+        }
+    }
+}
+
+/// Queues every cached primary key at the background priority, in runs.
+pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Store<O>, trigger: Trigger) {
+    for run in store.list().chunks(RUN) {
+        // Keys first: `Object::key` is user code, and must not run (nor
+        // panic) under the queue's lock.
+        let keys: Vec<_> = run
+            .iter()
+            .map(|object: &Arc<O>| sink.entry(object.key(), trigger, true))
+            .collect();
+        sink.queue.add_many(keys);
+    }
+}
