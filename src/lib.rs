@@ -390,6 +390,8 @@ pub mod etcd;
 pub mod gc;
 mod informer;
 mod key;
+#[cfg(feature = "kube")]
+pub mod kube;
 pub mod manager;
 mod queue;
 pub mod shard;

@@ -33,9 +33,12 @@ pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
 ///    authority): otherwise [`ClientError::Fenced`]; a token given to a
 ///    backend without an authority is [`ClientError::NoFencing`].
 /// 5. A refused write changes nothing.
-/// 6. Types with a [`Lifecycle`](crate::Lifecycle) follow the finalizer
+/// 6. Types with finalizers ([`Object::finalizers`]) follow the finalizer
 ///    rules (see the [client's docs](super#finalizers)), checked
 ///    atomically with the write.
+///
+/// The Kubernetes backend (feature `kube`) cannot keep 4 atomically: its
+/// fencing check is made just before the write is sent (see `tend::kube`).
 ///
 /// # Cancel safety
 ///
@@ -105,4 +108,40 @@ pub trait Backend: Send + Sync + 'static {
         version: Option<Revision>,
         token: Option<u64>,
     ) -> Result<Revision, ClientError>;
+
+    /// Writes the status part of `object` only, as [`update`](Backend::update)
+    /// otherwise (Kubernetes' `status` subresource). The default, for
+    /// backends that store an object whole, is [`update`](Backend::update).
+    ///
+    /// # Errors
+    ///
+    /// As [`update`](Backend::update).
+    async fn update_status(
+        &self,
+        object: Self::Object,
+        token: Option<u64>,
+    ) -> Result<Self::Object, ClientError> {
+        self.update(object, token).await
+    }
+
+    /// Server-side apply of `object` by the field manager `manager`,
+    /// taking over fields other managers own. The default refuses it:
+    /// only Kubernetes merges by field ownership.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unsupported`] by default; as
+    /// [`update`](Backend::update) where supported.
+    async fn apply(
+        &self,
+        object: Self::Object,
+        manager: &str,
+        token: Option<u64>,
+    ) -> Result<Self::Object, ClientError> {
+        let _ = (object, manager, token);
+        Err(ClientError::Unsupported {
+            backend: self.name().to_owned(),
+            operation: "server-side apply",
+        })
+    }
 }

@@ -79,6 +79,15 @@ pub enum ClientError {
         #[source]
         source: BoxError,
     },
+    /// The backend cannot do this at all (server-side apply anywhere but
+    /// on Kubernetes).
+    #[error("backend `{backend}` does not support {operation}")]
+    Unsupported {
+        /// The backend's name.
+        backend: String,
+        /// What was asked.
+        operation: &'static str,
+    },
     /// [`Client::modify`](super::Client::modify) or
     /// [`Client::create_or_update`](super::Client::create_or_update) met a
     /// conflict on every attempt.

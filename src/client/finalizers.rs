@@ -11,7 +11,7 @@
 //! returns marked and without finalizers was removed by that write.
 
 use super::{Client, ClientError, Written};
-use crate::source::{Deletion, Lifecycle, Object};
+use crate::source::{Deletion, Object};
 
 /// What a backend does with an update, after [`updated`].
 #[derive(Debug)]
@@ -36,30 +36,34 @@ pub(crate) enum Delete<O> {
 
 /// Clears any deletion mark of an object about to be created.
 pub(crate) fn created<O: Object>(object: &mut O) {
-    if let Some(lifecycle) = object.lifecycle_mut() {
-        lifecycle.set_deletion(None);
-    }
+    object.set_deletion(None);
 }
 
 /// Applies the rules to `next` replacing `stored` (same key, same
 /// version): the stored mark is kept, a finalizer added to a marked object
 /// is refused, and a marked object left without finalizers is removed.
+///
+/// # Errors
+///
+/// [`ClientError::BeingDeleted`] when `next` adds a finalizer to a marked
+/// object.
 pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, ClientError> {
-    let deletion = stored.deletion();
-    let Some(lifecycle) = next.lifecycle_mut() else {
+    if next.finalizers().is_none() {
         return Ok(Update::Store(next));
-    };
-    lifecycle.set_deletion(deletion);
+    }
+    let deletion = stored.deletion();
+    next.set_deletion(deletion);
     if deletion.is_none() {
         return Ok(Update::Store(next));
     }
-    let old = stored.lifecycle().map_or(&[][..], Lifecycle::finalizers);
-    if lifecycle.finalizers().iter().any(|f| !old.contains(f)) {
+    let old = stored.finalizers().unwrap_or_default();
+    let new = next.finalizers().unwrap_or_default();
+    if new.iter().any(|f| !old.contains(f)) {
         return Err(ClientError::BeingDeleted {
             key: format!("{:?}", next.key()),
         });
     }
-    if lifecycle.finalizers().is_empty() {
+    if new.is_empty() {
         return Ok(Update::Remove(next));
     }
     Ok(Update::Store(next))
@@ -68,38 +72,31 @@ pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, C
 /// Keeps `stored`'s deletion mark on `next` (an unconditional write, which
 /// refuses nothing).
 pub(crate) fn keep_mark<O: Object>(stored: &O, next: &mut O) {
-    let deletion = stored.deletion();
-    if let Some(lifecycle) = next.lifecycle_mut() {
-        lifecycle.set_deletion(deletion);
-    }
+    next.set_deletion(stored.deletion());
 }
 
 /// What a delete of `stored` does: remove it, or mark it (now, by the wall
 /// clock) while it has finalizers.
 pub(crate) fn deleted<O: Object>(stored: &O) -> Delete<O> {
-    match stored.lifecycle() {
-        Some(lifecycle) if lifecycle.is_being_deleted() => Delete::Marked,
-        Some(lifecycle) if !lifecycle.finalizers().is_empty() => {
-            let mut marked = stored.clone();
-            if let Some(lifecycle) = marked.lifecycle_mut() {
-                lifecycle.set_deletion(Some(Deletion::now()));
-            }
-            Delete::Mark(marked)
-        }
-        _ => Delete::Remove,
+    if stored.deletion().is_some() && stored.finalizers().is_some() {
+        return Delete::Marked;
     }
+    if stored.finalizers().is_some_and(|f| !f.is_empty()) {
+        let mut marked = stored.clone();
+        marked.set_deletion(Some(Deletion::now()));
+        return Delete::Mark(marked);
+    }
+    Delete::Remove
 }
 
 /// Whether `object`, as a write returned it, was removed by that write.
 fn removed<O: Object>(object: &O) -> bool {
-    object
-        .lifecycle()
-        .is_some_and(|l| l.is_being_deleted() && l.finalizers().is_empty())
+    object.deletion().is_some() && object.finalizers().is_some_and(<[String]>::is_empty)
 }
 
 /// The type has no [`Lifecycle`].
 #[derive(Debug, thiserror::Error)]
-#[error("this object type has no finalizers (`Object::lifecycle` is `None`)")]
+#[error("this object type has no finalizers (`Object::finalizers` is `None`)")]
 struct NoLifecycle;
 
 impl<O: Object + PartialEq> Client<O> {
@@ -119,12 +116,14 @@ impl<O: Object + PartialEq> Client<O> {
     pub async fn add_finalizer(&self, key: &O::Key, name: &str) -> Result<Written<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(lifecycle) = object.lifecycle_mut() {
-                    lifecycle.add_finalizer(name);
+                if let Some(finalizers) = object.finalizers_mut() {
+                    if !finalizers.iter().any(|f| f == name) {
+                        finalizers.push(name.to_owned());
+                    }
                 }
             })
             .await?;
-        if written.object.lifecycle().is_none() {
+        if written.object.finalizers().is_none() {
             return Err(ClientError::invalid(key, NoLifecycle));
         }
         Ok(written)
@@ -153,15 +152,15 @@ impl<O: Object + PartialEq> Client<O> {
     ) -> Result<Option<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(lifecycle) = object.lifecycle_mut() {
-                    lifecycle.remove_finalizer(name);
+                if let Some(finalizers) = object.finalizers_mut() {
+                    finalizers.retain(|f| f != name);
                 }
             })
             .await;
         match written {
             Err(error) if error.is_not_found() => Ok(None),
             Err(error) => Err(error),
-            Ok(written) if written.object.lifecycle().is_none() => {
+            Ok(written) if written.object.finalizers().is_none() => {
                 Err(ClientError::invalid(key, NoLifecycle))
             }
             Ok(written) if removed(&written.object) => Ok(None),

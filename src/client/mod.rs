@@ -275,6 +275,44 @@ impl<O: Object> Client<O> {
         Ok(updated)
     }
 
+    /// Writes only the status of a stored object (Kubernetes' `status`
+    /// subresource: the spec and metadata written are ignored), provided
+    /// `object`'s version is the stored one, as [`update`](Self::update).
+    /// On backends that store objects whole (memory, etcd) it is an
+    /// [`update`](Self::update).
+    ///
+    /// # Errors
+    ///
+    /// As [`update`](Self::update).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have written the object.
+    pub async fn update_status(&self, object: O) -> Result<O, ClientError> {
+        let updated = self.backend.update_status(object, self.token).await?;
+        self.wrote(updated.version());
+        Ok(updated)
+    }
+
+    /// Server-side apply: `object` states the fields the field manager
+    /// `manager` owns; the server merges them into the stored object
+    /// (creating it if absent) and takes over fields other managers own
+    /// (`force`), without a version check. Kubernetes only.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unsupported`] on other backends; else as
+    /// [`update`](Self::update) but [`Conflict`](ClientError::Conflict).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have written the object.
+    pub async fn apply(&self, object: O, manager: &str) -> Result<O, ClientError> {
+        let applied = self.backend.apply(object, manager, self.token).await?;
+        self.wrote(applied.version());
+        Ok(applied)
+    }
+
     /// Deletes the object stored under `key`, whatever its version;
     /// returns the revision of the delete. An object with finalizers is
     /// only marked (see [Finalizers](self#finalizers)): the revision of

@@ -74,6 +74,11 @@ impl Lifecycle {
         &self.finalizers
     }
 
+    /// The finalizers, to change them.
+    pub(crate) fn finalizers_mut(&mut self) -> &mut Vec<String> {
+        &mut self.finalizers
+    }
+
     /// Whether `name` is one of the finalizers.
     #[must_use]
     pub fn has_finalizer(&self, name: &str) -> bool {

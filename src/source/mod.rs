@@ -190,10 +190,33 @@ pub trait Object: Clone + Send + Sync + 'static {
         None
     }
 
+    /// The finalizers, if this type supports them (default: the
+    /// [`lifecycle`](Object::lifecycle)'s). Backends and the client's
+    /// finalizer helpers go through this and the three below, so a type
+    /// that keeps its finalizers elsewhere (a Kubernetes object's
+    /// `metadata`) overrides these four instead of keeping a [`Lifecycle`].
+    fn finalizers(&self) -> Option<&[String]> {
+        self.lifecycle().map(Lifecycle::finalizers)
+    }
+
+    /// The finalizers, to change them (default: the lifecycle's; `None`
+    /// when the type has none).
+    fn finalizers_mut(&mut self) -> Option<&mut Vec<String>> {
+        self.lifecycle_mut().map(Lifecycle::finalizers_mut)
+    }
+
     /// When a delete was asked for, if this object is being deleted (it
     /// waits for its finalizers to be removed).
     fn deletion(&self) -> Option<Deletion> {
         self.lifecycle().and_then(Lifecycle::deletion)
+    }
+
+    /// Sets or clears the deletion mark; called by backends (default: the
+    /// lifecycle's, and nothing for a type without finalizers).
+    fn set_deletion(&mut self, deletion: Option<Deletion>) {
+        if let Some(lifecycle) = self.lifecycle_mut() {
+            lifecycle.set_deletion(deletion);
+        }
     }
 }
 

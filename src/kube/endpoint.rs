@@ -1,0 +1,171 @@
+//! `Endpoint`: one resource type's URLs on one API server, and the calls
+//! the source and the client make, through kube-rs's request builder and
+//! client (auth, TLS, kubeconfig and encoding are kube-rs's).
+
+use std::fmt::Debug;
+
+use either::Either;
+use futures::Stream;
+use kube::api::{
+    DeleteParams, GetParams, ListParams, ObjectList, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::core::{Request, Status};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What tend needs of a kube-rs resource type to list, watch and write it.
+pub trait KubeResource:
+    Resource + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<K> KubeResource for K where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+/// A resource type on one API server, seen from one scope: every
+/// namespace, or one.
+pub(crate) struct Endpoint<K: Resource> {
+    client: Client,
+    dyntype: K::DynamicType,
+    /// The scope of lists and watches (`None`: every namespace, or a
+    /// cluster-scoped kind). Writes go to each object's own namespace.
+    namespace: Option<String>,
+}
+
+impl<K: Resource> Clone for Endpoint<K>
+where
+    K::DynamicType: Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            dyntype: self.dyntype.clone(),
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
+/// `request` tagged for kube-rs's middleware (as its own `Api` does: a
+/// watch is exempt from the client's read timeout).
+fn tagged(
+    request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    verb: &'static str,
+) -> kube::Result<http::Request<Vec<u8>>> {
+    let mut request = request.map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert(verb);
+    Ok(request)
+}
+
+impl<K: KubeResource> Endpoint<K>
+where
+    K::DynamicType: Clone + Send + Sync,
+{
+    pub(crate) fn new(client: Client, dyntype: K::DynamicType, namespace: Option<String>) -> Self {
+        Self {
+            client,
+            dyntype,
+            namespace,
+        }
+    }
+
+    /// The plural name of the kind (`configmaps`), for logs and metrics.
+    pub(crate) fn plural(&self) -> String {
+        K::plural(&self.dyntype).into_owned()
+    }
+
+    /// The URLs of the scope lists and watches use.
+    fn scope(&self) -> Request {
+        Request::new(K::url_path(&self.dyntype, self.namespace.as_deref()))
+    }
+
+    /// The URLs of objects in `namespace` (empty: cluster-scoped).
+    fn within(&self, namespace: &str) -> Request {
+        let namespace = (!namespace.is_empty()).then_some(namespace);
+        Request::new(K::url_path(&self.dyntype, namespace))
+    }
+
+    pub(crate) async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<K>> {
+        let request = tagged(self.scope().list(params), "list")?;
+        self.client.request(request).await
+    }
+
+    pub(crate) async fn watch(
+        &self,
+        params: &WatchParams,
+        version: &str,
+    ) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<K>>> + use<K>> {
+        let request = tagged(self.scope().watch(params, version), "watch")?;
+        self.client.request_events::<K>(request).await
+    }
+
+    /// The object `name` in `namespace`, or `None`.
+    pub(crate) async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<K>> {
+        let request = tagged(
+            self.within(namespace).get(name, &GetParams::default()),
+            "get",
+        )?;
+        match self.client.request(request).await {
+            Err(error) if status_code(&error) == Some(404) => Ok(None),
+            result => result.map(Some),
+        }
+    }
+
+    pub(crate) async fn create(&self, namespace: &str, object: &K) -> kube::Result<K> {
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let within = self.within(namespace);
+        let request = tagged(within.create(&PostParams::default(), body), "create")?;
+        self.client.request(request).await
+    }
+
+    /// Replaces the object (the server checks `metadata.resourceVersion`);
+    /// `status`: its status subresource instead.
+    pub(crate) async fn replace(&self, object: &K, status: bool) -> kube::Result<K> {
+        let meta = object.meta();
+        let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+        let (within, name) = (self.within(namespace.unwrap_or("")), name.unwrap_or(""));
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let params = PostParams::default();
+        let request = if status {
+            tagged(
+                within.replace_subresource("status", name, &params, body),
+                "replace_status",
+            )?
+        } else {
+            tagged(within.replace(name, &params, body), "replace")?
+        };
+        self.client.request(request).await
+    }
+
+    /// Deletes `name`: the object as it is left (marked, while it has
+    /// finalizers; or its last state), or the server's status.
+    pub(crate) async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        params: &DeleteParams,
+    ) -> kube::Result<Either<K, Status>> {
+        let request = tagged(self.within(namespace).delete(name, params), "delete")?;
+        self.client.request_status(request).await
+    }
+
+    /// Server-side apply of `object` by `manager`.
+    pub(crate) async fn apply(&self, object: &K, params: &PatchParams) -> kube::Result<K> {
+        let meta = object.meta();
+        let within = self.within(meta.namespace.as_deref().unwrap_or(""));
+        let name = meta.name.as_deref().unwrap_or("");
+        let request = tagged(within.patch(name, params, &Patch::Apply(object)), "apply")?;
+        self.client.request(request).await
+    }
+}
+
+/// The HTTP status of an API error (`409`, `410` …), if `error` is one.
+pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}

@@ -1,0 +1,60 @@
+//! The Kubernetes backend (feature `kube`): any kube-rs resource as a tend
+//! object, a [`KubeSource`] over an API server, the [client](crate::client)
+//! writing to it, leader election on a `Lease`, and Kubernetes Events.
+//!
+//! tend provides the runtime; kube-rs is the Kubernetes client: HTTP, auth,
+//! kubeconfig, TLS, typed resources and request building are kube-rs's.
+//!
+//! # Objects: no newtype
+//!
+//! Every type that implements `kube::Resource` (k8s-openapi's `Pod`,
+//! `ConfigMap` …, a `#[derive(CustomResource)]` type, `DynamicObject`) is a
+//! tend [`Object`](crate::Object) through one blanket impl, keyed by
+//! [`ObjectKey`](crate::ObjectKey) (namespace and name), versioned by its
+//! `resourceVersion`, with the API server's generation, finalizers and
+//! deletion mark. So `Informer<Pod>` and `Controller<Pod, _>` just work,
+//! and the orphan rule never asks for a wrapper.
+//!
+//! (With the feature on, a type of your own that implements
+//! `kube::Resource` cannot also implement `Object` by hand: the blanket
+//! impl covers it.)
+//!
+//! # Revisions
+//!
+//! tend compares versions to drop stale changes, so it needs them to grow.
+//! Kubernetes calls `resourceVersion` opaque, but an etcd-backed API server
+//! (every conformant one today) gives etcd's revision in decimal, global to
+//! a resource type. tend reads it as a number; a server that gives anything
+//! else fails the call with a [`RevisionError`].
+//!
+//! # Fencing: the local deadline is the guarantee
+//!
+//! Kubernetes has no multi-object transactions: a write cannot be made
+//! conditional on a `Lease` still being held. So the fencing token of a
+//! reconcile's client ([`KubeSource::client_fenced_by`]) is checked by the
+//! client *just before* each write is sent, not by the server with the
+//! write: a write sent an instant before leadership is lost can still
+//! land. What keeps two leaders from acting at once is the elector's local
+//! deadline — a leader that cannot renew stops acting (and its fenced
+//! writes fail with [`ClientError::Fenced`](crate::client::ClientError::Fenced))
+//! before the lease could expire for anyone else — together with the
+//! `resourceVersion` precondition every update carries, which refuses a
+//! write made from a stale read, whoever makes it.
+//!
+//! # Read-your-writes
+//!
+//! The informer's revision is the `resourceVersion` of the watch, so the
+//! controller's read-your-writes gate works as on etcd: a reconcile that
+//! wrote runs again only once the cache has seen its writes. Deletes are
+//! the exception: the API server does not return the revision of a
+//! delete, so the gate waits for the object's last state before it, not
+//! for the delete itself.
+
+mod client;
+mod endpoint;
+mod object;
+mod source;
+
+pub use self::endpoint::KubeResource;
+pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
+pub use self::source::KubeSource;
