@@ -142,6 +142,24 @@ async fn a_plane_stores_config_maps_through_its_client_and_its_kubeconfig() {
 }
 
 #[tokio::test]
+async fn planes_started_together_get_their_own_ports_and_data() {
+    let (one, two) = tokio::join!(
+        plane(ControlPlane::builder()),
+        plane(ControlPlane::builder())
+    );
+    assert_ne!(one.url(), two.url());
+    assert_ne!(one.etcd_url(), two.etcd_url());
+    for (plane, value) in [(&one, "one"), (&two, "two")] {
+        let client = plane.client().await.expect("a client");
+        create_config_map(&client, "default", "owner", value).await;
+    }
+    for (plane, value) in [(&one, "one"), (&two, "two")] {
+        let client = plane.client().await.expect("a client");
+        assert_eq!(value_of(&client, "default", "owner").await, value);
+    }
+}
+
+#[tokio::test]
 async fn a_namespace_prefix_that_is_no_dns_label_is_refused() {
     let plane = shared().await;
     let client = plane.client().await.expect("a client");
@@ -175,22 +193,26 @@ async fn the_shared_plane_serves_a_second_test() {
     use_the_shared_plane("second").await;
 }
 
-#[test]
-fn the_shared_plane_outlives_the_runtime_that_started_it() {
-    let runtime = || tokio::runtime::Runtime::new().expect("a runtime");
-    let first = runtime().block_on(async {
-        use_the_shared_plane("before").await;
-        shared().await.apiserver_pid()
-    });
-    // That runtime is gone (and its thread may be too): the plane is not.
-    let second = std::thread::spawn(move || {
-        runtime().block_on(async {
-            use_the_shared_plane("after").await;
+/// Uses the shared plane on a runtime of a thread of its own, which then
+/// ends; the API server's process id.
+fn use_the_shared_plane_on_a_thread(prefix: &'static str) -> Option<u32> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        runtime.block_on(async {
+            use_the_shared_plane(prefix).await;
             shared().await.apiserver_pid()
         })
     })
     .join()
-    .expect("the second thread");
+    .expect("the thread")
+}
+
+#[test]
+fn the_shared_plane_outlives_the_thread_and_runtime_that_started_it() {
+    let first = use_the_shared_plane_on_a_thread("before");
+    // That thread and its runtime are gone (on Linux, a process dies with
+    // the thread that spawned it): the plane is not.
+    let second = use_the_shared_plane_on_a_thread("after");
     assert_eq!(first, second, "the same API server process");
 }
 
