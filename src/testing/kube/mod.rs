@@ -57,10 +57,13 @@
 //! watch that reaches etcd from an older resource version then ends with
 //! a `410 Gone` error event (reason `Expired`). But by default the API
 //! server serves watches from its *watch cache*, a window of recent events
-//! that etcd's compaction does not touch: on v1.36.2, a watch from a
-//! compacted resource version still replays the events from the cache,
-//! and only ends with `410` once the cache's window has moved past it.
-//! Two ways to get a `410` at once:
+//! of each resource that etcd's compaction does not touch. Seen on
+//! v1.36.2: a watch from a compacted resource version still replays the
+//! events after it from the cache; the cache keeps at least the last 100
+//! events, and grows rather than drop one younger than about 75 s, so the
+//! watch only gets `410` ("too old resource version") once that event is
+//! older than that *and* about 100 newer ones have pushed it out (80 s
+//! idle, then 100 writes, in a test here). Two ways to get a `410` at once:
 //! - Turn the cache off: [`ControlPlaneBuilder::apiserver_arg`] with
 //!   `--watch-cache=false` (or `--watch-cache-sizes=configmaps#0` for one
 //!   resource). Then compaction gives `410` for every resource version
