@@ -55,7 +55,7 @@ async fn main() -> Result<(), BoxError> {
         None
     };
     let client = match &plane {
-        Some(plane) => plane.client()?,
+        Some(plane) => plane.client().await?,
         None => kube::Client::try_default().await?,
     };
     ensure_namespace(&client).await?;

@@ -3,35 +3,22 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
 use tend::testing::kube::ControlPlane;
-
-static NAMESPACES: AtomicU64 = AtomicU64::new(0);
 
 /// A client of this binary's shared control plane and a fresh namespace.
 pub async fn fresh(prefix: &str) -> (kube::Client, String) {
-    let plane = ControlPlane::shared().expect("the test control plane starts");
-    let client = plane.client().expect("a client of the test control plane");
-    let name = format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        NAMESPACES.fetch_add(1, Ordering::Relaxed)
-    );
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
+    let plane = ControlPlane::shared()
+        .await
+        .expect("the test control plane starts");
+    let client = plane.client().await.expect("a client of the plane");
+    let namespace = plane
+        .create_namespace(&client, prefix)
         .await
         .expect("a fresh namespace");
-    (client, name)
+    (client, namespace)
 }
 
 /// A ConfigMap `name` in `namespace` with `data` and `labels`.

@@ -211,7 +211,7 @@ fn median(mut samples: Vec<f64>) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), BoxError> {
     let plane = ControlPlane::start().await?;
-    let client = plane.client()?;
+    let client = plane.client().await?;
     let seeding = Instant::now();
     seed(&client).await?;
     println!("seeded {OBJECTS} ConfigMaps in {:.1} s", seeding.elapsed().as_secs_f64());
