@@ -136,7 +136,7 @@ where
     /// The name in logs, errors and metrics (default: the kind's plural,
     /// `configmaps`).
     #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
+    pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
