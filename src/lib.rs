@@ -37,6 +37,11 @@
 //! - [`etcd`] (feature `etcd`): a source over a key prefix in etcd, writes
 //!   with optimistic concurrency and fencing, and leader election on an
 //!   etcd lease; [`testing::etcd`] starts a real etcd for tests.
+//! - [`kube`] (feature `kube`): Kubernetes as a backend over kube-rs: every
+//!   kube-rs resource type is an [`Object`] as it is (no newtype), a source
+//!   over an API server, the client with `resourceVersion` preconditions,
+//!   status writes and server-side apply; [`testing::kube`] starts a real
+//!   API server and etcd for tests, as envtest does.
 //!
 //! # From nothing to a running controller
 //!
