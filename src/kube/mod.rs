@@ -51,10 +51,13 @@
 //! for the delete itself.
 
 mod client;
+mod election;
 mod endpoint;
+mod names;
 mod object;
 mod source;
 
+pub use self::election::{LeaseElection, LeaseElectionBuildError, LeaseElectionBuilder, LeaseFencing};
 pub use self::endpoint::KubeResource;
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::source::KubeSource;
