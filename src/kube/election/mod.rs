@@ -452,3 +452,120 @@ impl LeaderElector for LeaseElection {
         self.release().await.map_err(|error| self.backend(error))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::Fencing;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// A candidate whose API server does not exist: the deadline logic
+    /// runs without requests.
+    fn offline() -> LeaseElection {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let timing = ElectionConfig::new(MS(3000), MS(2000), MS(500)).unwrap();
+        LeaseElection::builder(client, "default", "test")
+            .config(timing)
+            .build()
+            .unwrap()
+    }
+
+    fn lead(election: &LeaseElection, token: u64) {
+        election.inner.term.send_replace(Term {
+            phase: Phase::Leading(token),
+            renewed: Instant::now(),
+        });
+    }
+
+    /// Moves the paused clock and lets woken tasks run.
+    async fn advance(by: Duration) {
+        tokio::time::advance(by).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_is_deposed_at_its_local_deadline() {
+        let election = offline();
+        let fencing = election.fencing();
+        lead(&election, 7);
+        assert!(fencing.is_current(7) && !fencing.is_current(6));
+        let lost = tokio::spawn({
+            let election = election.clone();
+            async move { election.lost().await }
+        });
+        advance(MS(1999)).await;
+        assert!(!lost.is_finished());
+        assert_eq!(election.token(), Some(7));
+        advance(MS(1)).await;
+        assert!(lost.is_finished(), "lost() did not resolve at the deadline");
+        assert!(!fencing.is_current(7));
+        assert_eq!(election.token(), None);
+        assert!(!election.is_leader());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_moves_the_local_deadline() {
+        let election = offline();
+        lead(&election, 7);
+        let lost = tokio::spawn({
+            let election = election.clone();
+            async move { election.lost().await }
+        });
+        advance(MS(1500)).await;
+        let renewed = Instant::now();
+        election.inner.term.send_if_modified(|term| {
+            term.renewed = renewed;
+            false
+        });
+        advance(MS(1000)).await;
+        assert!(!lost.is_finished(), "lost() resolved at the old deadline");
+        assert!(election.fencing().is_current(7));
+        advance(MS(1000)).await;
+        assert!(lost.is_finished());
+        assert!(!election.fencing().is_current(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fencing_outlives_the_election_but_not_its_deadline() {
+        let election = offline();
+        lead(&election, 3);
+        let fencing = election.fencing();
+        drop(election);
+        assert!(fencing.is_current(3));
+        advance(MS(2000)).await;
+        assert!(!fencing.is_current(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_candidate_that_never_led_resigns_without_a_request_and_is_not_leading() {
+        let election = offline();
+        // No API server: a request would fail.
+        election.resign().await.unwrap();
+        tokio::time::timeout(MS(1), election.lost())
+            .await
+            .expect("lost() waits although this candidate does not lead");
+        assert_eq!(election.token(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resign_ends_the_leadership_at_once() {
+        let election = offline();
+        lead(&election, 5);
+        let lost = tokio::spawn({
+            let election = election.clone();
+            async move { election.lost().await }
+        });
+        advance(MS(1)).await;
+        // Not claimed: no request is made.
+        election.resign().await.unwrap();
+        advance(MS(1)).await;
+        assert!(lost.is_finished());
+        assert!(!election.fencing().is_current(5));
+    }
+}
