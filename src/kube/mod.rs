@@ -53,11 +53,17 @@
 mod client;
 mod election;
 mod endpoint;
+mod events;
 mod names;
 mod object;
 mod source;
 
-pub use self::election::{LeaseElection, LeaseElectionBuildError, LeaseElectionBuilder, LeaseFencing};
+pub use self::election::{
+    LeaseElection, LeaseElectionBuildError, LeaseElectionBuilder, LeaseFencing,
+};
 pub use self::endpoint::KubeResource;
+pub use self::events::{
+    DEFAULT_CAPACITY, DEFAULT_WINDOW, Event, EventError, EventType, Recorder, Reporter,
+};
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::source::KubeSource;

@@ -41,7 +41,9 @@ impl LeaseElection {
             return Ok(token);
         }
         let inner = &self.inner;
-        inner.term.send_modify(|term| term.phase = Phase::Campaigning);
+        inner
+            .term
+            .send_modify(|term| term.phase = Phase::Campaigning);
         let mut guard = CampaignGuard {
             election: self,
             armed: true,
@@ -72,7 +74,7 @@ impl LeaseElection {
     /// The token when `attempt` (whose request was sent at `sent`) won.
     fn outcome(&self, attempt: Attempt, sent: Instant) -> Result<Option<u64>, RequestError> {
         match attempt {
-            Attempt::Acquired(lease) => self.lead(lease, sent).map(Some),
+            Attempt::Acquired(lease) => self.lead(*lease, sent).map(Some),
             Attempt::Held { holder, until } => {
                 tracing::debug!(
                     election = %self.inner.lock.name,

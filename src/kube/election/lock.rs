@@ -27,12 +27,9 @@ pub(super) struct LeaseLock {
 #[derive(Debug)]
 pub(super) enum Attempt {
     /// Written with this candidate as the holder: the Lease as stored.
-    Acquired(Lease),
+    Acquired(Box<Lease>),
     /// Another candidate holds it.
-    Held {
-        holder: String,
-        until: Instant,
-    },
+    Held { holder: String, until: Instant },
     /// Another write came first (a `409`): read again.
     Contended,
 }
@@ -41,7 +38,7 @@ pub(super) enum Attempt {
 #[derive(Debug)]
 pub(super) enum Renewal {
     /// Renewed: the Lease as stored.
-    Renewed(Lease),
+    Renewed(Box<Lease>),
     /// Another candidate holds the Lease now (`None`: it was deleted, or
     /// released by hand).
     Taken(Option<String>),
@@ -70,7 +67,7 @@ impl LeaseLock {
         match verdict {
             Verdict::Held { holder, until } => Ok(Attempt::Held { holder, until }),
             Verdict::Take => match self.write_claim(lease).await {
-                Ok(lease) => Ok(Attempt::Acquired(lease)),
+                Ok(lease) => Ok(Attempt::Acquired(Box::new(lease))),
                 Err(error) if status_code(&error) == Some(409) => Ok(Attempt::Contended),
                 Err(error) => Err(error),
             },
@@ -83,7 +80,7 @@ impl LeaseLock {
     /// gone, the leadership is lost.
     pub(super) async fn renew(&self, lease: &Lease) -> kube::Result<Renewal> {
         let error = match self.write_claim(lease.clone()).await {
-            Ok(lease) => return Ok(Renewal::Renewed(lease)),
+            Ok(lease) => return Ok(Renewal::Renewed(Box::new(lease))),
             Err(error) => error,
         };
         match status_code(&error) {
@@ -97,7 +94,8 @@ impl LeaseLock {
         };
         match record::holder(current.spec.as_ref()) {
             Some(holder) if holder == self.identity => {
-                self.write_claim(current).await.map(Renewal::Renewed)
+                let lease = self.write_claim(current).await?;
+                Ok(Renewal::Renewed(Box::new(lease)))
             }
             holder => Ok(Renewal::Taken(holder.map(str::to_owned))),
         }
@@ -173,7 +171,7 @@ impl LeaseLock {
             )),
         };
         match self.api.create(&PostParams::default(), &lease).await {
-            Ok(lease) => Ok(Attempt::Acquired(lease)),
+            Ok(lease) => Ok(Attempt::Acquired(Box::new(lease))),
             Err(error) if status_code(&error) == Some(409) => Ok(Attempt::Contended),
             Err(error) => Err(error),
         }

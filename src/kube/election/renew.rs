@@ -46,7 +46,7 @@ pub(super) async fn keep(
         }
         match tokio::time::timeout_at(deadline, lock.renew(&lease)).await {
             Ok(Ok(Renewal::Renewed(stored))) => {
-                lease = stored;
+                lease = *stored;
                 // Silently: `lost` reads the new deadline when its timer
                 // fires, no wake-up needed.
                 term.send_if_modified(|term| {
