@@ -1,7 +1,9 @@
 //! Helpers for testing your own controllers.
 //!
 //! With the `etcd` feature, [`etcd`] starts a real etcd server for a test
-//! and a TCP proxy that can cut a replica off from it.
+//! and a TCP proxy that can cut a replica off from it. With the `kube`
+//! feature, [`kube`] starts a real Kubernetes control plane (etcd and
+//! kube-apiserver), as controller-runtime's envtest does.
 //!
 //! A [`Harness`] runs informers and controllers on the memory backend (or any
 //! source) and waits until they have nothing left to do, so a test can write
@@ -59,6 +61,10 @@
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+mod exec;
+#[cfg(feature = "kube")]
+pub mod kube;
 
 use std::fmt;
 use std::sync::Arc;

@@ -2,9 +2,8 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,6 +11,8 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 use parking_lot::Mutex;
 use tempfile::TempDir;
+
+use crate::testing::exec::{find_binary, log_tail};
 
 /// The environment variable naming the etcd binary.
 const BIN_VAR: &str = "TEND_ETCD_BIN";
@@ -134,7 +135,8 @@ impl EtcdServerBuilder {
     ///
     /// Dropping the future kills the server.
     pub async fn start(self) -> Result<EtcdServer, HarnessError> {
-        let binary = find_binary().ok_or(HarnessError::NotInstalled { hint: INSTALL_HINT })?;
+        let binary = find_binary(BIN_VAR, "etcd")
+            .ok_or(HarnessError::NotInstalled { hint: INSTALL_HINT })?;
         let startup = self.startup.unwrap_or(Duration::from_secs(20));
         let mut attempt = 1;
         loop {
@@ -350,7 +352,7 @@ impl EtcdServer {
         }
         Err(HarnessError::Unhealthy {
             waited: started.elapsed(),
-            log: tail(&self.log_path()),
+            log: log_tail(&self.log_path()),
         })
     }
 
@@ -395,25 +397,4 @@ pub async fn connect(endpoint: &str) -> Result<Client, HarnessError> {
     Client::connect([endpoint], Some(options))
         .await
         .map_err(HarnessError::Client)
-}
-
-fn find_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os(BIN_VAR) {
-        let path = PathBuf::from(path);
-        return path.is_file().then_some(path);
-    }
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|dir| dir.join("etcd"))
-        .find(|candidate| candidate.is_file())
-}
-
-/// The last lines of a log file.
-fn tail(path: &Path) -> String {
-    let mut text = String::new();
-    if let Ok(mut file) = fs::File::open(path) {
-        let _ = file.read_to_string(&mut text);
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }
