@@ -84,7 +84,9 @@ impl LeaseLock {
             Err(error) => error,
         };
         match status_code(&error) {
-            // Deleted: another candidate may create it at once.
+            // Deleted (the API server usually answers a conditional
+            // replace of a deleted Lease with a 409, read below): another
+            // candidate may create it at once.
             Some(404) => return Ok(Renewal::Taken(None)),
             Some(409) => {}
             _ => return Err(error),
