@@ -91,12 +91,13 @@ impl Term {
 /// - **Local deadline**: the leader gives up on its own when it has not
 ///   renewed successfully for [`renew_deadline`](ElectionConfig::renew_deadline),
 ///   measured from the time it *sent* its last successful renewal. From
-///   that instant [`lost`](LeaderElector::lost) resolves, [`token`](Self::token)
-///   is `None` and [`LeaseFencing::is_current`] is false. Another candidate
-///   first saw that renewal's version after it was sent, and waits a whole
-///   lease duration from then, which is longer than the renew deadline
-///   ([`ElectionConfig`] refuses anything else): so the leader stops
-///   strictly before the Lease can expire for anyone else.
+///   that instant [`lost`](LeaderElector::lost) resolves,
+///   [`token`](Self::token) is `None` and [`LeaseFencing`] says no token is
+///   current. Another candidate first saw that renewal's version after it
+///   was sent, and waits a whole lease duration from then, which is longer
+///   than the renew deadline ([`ElectionConfig`] refuses anything else): so
+///   the leader stops strictly before the Lease can expire for anyone
+///   else.
 /// - A renewal that finds the Lease held by someone else or deleted ends
 ///   the leadership at once. (A deleted Lease can be re-created by another
 ///   candidate at once, so the old leader may overlap it by up to a retry
