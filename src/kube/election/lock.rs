@@ -150,8 +150,8 @@ impl LeaseLock {
     }
 
     async fn replace(&self, lease: &Lease) -> kube::Result<Lease> {
-        // `metadata.resourceVersion` makes the replace conditional.
-        debug_assert!(lease.metadata.resource_version.is_some());
+        // `metadata.resourceVersion` (the version read) makes the replace
+        // conditional.
         self.api
             .replace(&self.name, &PostParams::default(), lease)
             .await

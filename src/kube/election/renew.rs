@@ -63,6 +63,19 @@ pub(super) async fn keep(
             Err(_) => break End::Overdue,
         }
     };
+    finish(&lock, &config, &term, token, end, &lease).await;
+}
+
+/// Ends the leadership of `token` for `end`; an overdue Lease is released
+/// (best effort), so that a standby need not wait for it to expire.
+async fn finish(
+    lock: &LeaseLock,
+    config: &ElectionConfig,
+    term: &watch::Sender<Term>,
+    token: u64,
+    end: End,
+    lease: &Lease,
+) {
     term.send_if_modified(|term| {
         let leading = term.phase == Phase::Leading(token);
         if leading {
@@ -80,7 +93,7 @@ pub(super) async fn keep(
             tracing::warn!(election = %lock.name, "leadership lost: renewing the Lease is overdue");
             // Over the version last stored only: if anything wrote since
             // (a late renewal, a new term), the release is refused.
-            let release = lock.release_over(&lease);
+            let release = lock.release_over(lease);
             if let Ok(Err(error)) = tokio::time::timeout(config.renew_deadline(), release).await {
                 tracing::debug!(election = %lock.name, %error, "releasing the overdue Lease failed");
             }
