@@ -590,8 +590,8 @@ async fn a_sigstopped_leader_is_deposed_and_fenced_by_its_own_clock_when_it_resu
             .position(|c| c.id() == paused)
             .unwrap();
         proxies[index].blackhole(true);
-        Replicas::signal(paused, "-CONT");
         let resumed = std::time::Instant::now();
+        Replicas::signal(paused, "-CONT");
         assert_eq!(replicas.next("FENCED", Duration::from_secs(1)).0, paused);
         assert_eq!(replicas.next("LOST", Duration::from_secs(1)).0, paused);
         eprintln!("SIGCONT to fenced and lost: {:?}", resumed.elapsed());
