@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use tend::Source;
 use tend::client::ClientError;
-use tend::etcd::{ElectionConfig, EtcdElection};
+use tend::etcd::EtcdElection;
+use tend::manager::ElectionConfig;
 use tend::testing::etcd::{EtcdServer, connect};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tend::client::ClientError;
 use tend::etcd::etcd_client::{Client, GetOptions};
-use tend::etcd::{ElectionBuildError, ElectionConfig, EtcdElection};
-use tend::manager::LeaderElector;
+use tend::etcd::{ElectionBuildError, EtcdElection};
+use tend::manager::{ElectionConfig, LeaderElector};
 use tend::testing::etcd::connect;
 use tokio::time::Instant;
 

@@ -12,7 +12,8 @@ mod support;
 use std::time::Duration;
 
 use tend::Source;
-use tend::etcd::{ElectionConfig, EtcdElection};
+use tend::etcd::EtcdElection;
+use tend::manager::ElectionConfig;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

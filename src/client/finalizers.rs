@@ -1,5 +1,5 @@
 //! Finalizers: the rules every backend applies to a write of an object
-//! with a [`Lifecycle`], and the client's `add_finalizer` /
+//! with finalizers ([`Object::finalizers`]), and the client's `add_finalizer` /
 //! `remove_finalizer`.
 //!
 //! The rules are Kubernetes': a delete of an object with finalizers only
@@ -94,10 +94,10 @@ fn removed<O: Object>(object: &O) -> bool {
     object.deletion().is_some() && object.finalizers().is_some_and(<[String]>::is_empty)
 }
 
-/// The type has no [`Lifecycle`].
+/// The type has no finalizers.
 #[derive(Debug, thiserror::Error)]
 #[error("this object type has no finalizers (`Object::finalizers` is `None`)")]
-struct NoLifecycle;
+struct NoFinalizers;
 
 impl<O: Object + PartialEq> Client<O> {
     /// Adds the finalizer `name` to the object under `key` unless it has
@@ -108,7 +108,7 @@ impl<O: Object + PartialEq> Client<O> {
     ///
     /// [`ClientError::BeingDeleted`] when the object is being deleted and
     /// lacks `name`; [`ClientError::Invalid`] when the type has no
-    /// [`Lifecycle`]; the errors of [`modify`](Self::modify).
+    /// finalizers ([`Object::finalizers`] is `None`); the errors of [`modify`](Self::modify).
     ///
     /// # Cancel safety
     ///
@@ -124,7 +124,7 @@ impl<O: Object + PartialEq> Client<O> {
             })
             .await?;
         if written.object.finalizers().is_none() {
-            return Err(ClientError::invalid(key, NoLifecycle));
+            return Err(ClientError::invalid(key, NoFinalizers));
         }
         Ok(written)
     }
@@ -138,7 +138,7 @@ impl<O: Object + PartialEq> Client<O> {
     ///
     /// # Errors
     ///
-    /// [`ClientError::Invalid`] when the type has no [`Lifecycle`]; the
+    /// [`ClientError::Invalid`] when the type has no finalizers; the
     /// errors of [`modify`](Self::modify) but
     /// [`NotFound`](ClientError::NotFound).
     ///
@@ -161,7 +161,7 @@ impl<O: Object + PartialEq> Client<O> {
             Err(error) if error.is_not_found() => Ok(None),
             Err(error) => Err(error),
             Ok(written) if written.object.finalizers().is_none() => {
-                Err(ClientError::invalid(key, NoLifecycle))
+                Err(ClientError::invalid(key, NoFinalizers))
             }
             Ok(written) if removed(&written.object) => Ok(None),
             Ok(written) => Ok(Some(written.object)),

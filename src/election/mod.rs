@@ -1,16 +1,18 @@
-//! Leader election: the [`LeaderElector`] trait, its error, and the
-//! in-process implementation.
+//! Leader election: the [`LeaderElector`] trait, its error, the timing of
+//! lease-based electors, and the in-process implementation.
 //!
-//! Ground floor: the manager runs an elector, the etcd backend implements
-//! one, and neither imports the other. Re-exported from
+//! Ground floor: the manager runs an elector, the etcd and Kubernetes
+//! backends implement one, and neither imports the other. Re-exported from
 //! [`tend::manager`](crate::manager).
 
+mod config;
 mod in_process;
 
 use async_trait::async_trait;
 
 use crate::source::BoxError;
 
+pub use self::config::{ElectionConfig, ElectionConfigError};
 pub use self::in_process::{InProcessCandidate, InProcessElection};
 
 /// Why a leader election call failed.
@@ -55,7 +57,9 @@ pub enum ElectionError {
 ///
 /// Keep implementations small and cancel safe: the manager drops a pending
 /// `campaign` when it shuts down during the campaign. The etcd backend
-/// implements this trait over an etcd lease.
+/// implements this trait over an etcd lease, the Kubernetes backend over a
+/// `coordination.k8s.io/v1` `Lease`; both take their timing from an
+/// [`ElectionConfig`].
 #[async_trait]
 pub trait LeaderElector: Send + Sync + 'static {
     /// The election's (lock's) name: the `name` label of

@@ -56,7 +56,8 @@
 //!
 //! [`EtcdElection`] implements the manager's
 //! [`LeaderElector`](crate::manager::LeaderElector) on an etcd lease, with
-//! a [validated](ElectionConfig) lease, renew deadline and retry period.
+//! a [validated](crate::manager::ElectionConfig) lease, renew deadline and
+//! retry period.
 //!
 //! # Example
 //!
@@ -92,13 +93,11 @@
 
 mod client;
 mod codec;
-mod config;
 mod election;
 mod source;
 mod watch;
 
 pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
-pub use self::config::{ElectionConfig, ElectionConfigError};
 pub use self::election::{ElectionBuildError, EtcdElection, EtcdElectionBuilder};
 pub use self::source::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_REQUEST_TIMEOUT, EtcdSource,

@@ -41,6 +41,42 @@
 //! `resourceVersion` precondition every update carries, which refuses a
 //! write made from a stale read, whoever makes it.
 //!
+//! # Leader election
+//!
+//! [`LeaseElection`] implements the manager's
+//! [`LeaderElector`](crate::manager::LeaderElector) on a
+//! `coordination.k8s.io/v1` `Lease`, as client-go's `leaderelection` does
+//! (the same record, the same expiry measured on each candidate's own
+//! clock, the same release on resign), with the timing of an
+//! [`ElectionConfig`](crate::manager::ElectionConfig). Its fencing token
+//! is the Lease's `resourceVersion` at acquisition, and its
+//! [`LeaseFencing`] (from [`LeaseElection::fencing`]) is the authority for
+//! [`KubeSource::client_fenced_by`]: from the leader's local deadline on,
+//! its fenced writes fail with
+//! [`ClientError::Fenced`](crate::client::ClientError::Fenced).
+//!
+//! ```no_run
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use tend::kube::{KubeSource, LeaseElection};
+//! use tend::manager::Manager;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let election = LeaseElection::builder(client.clone(), "operators", "shop-operator").build()?;
+//! let deployments = KubeSource::<Deployment>::all(client);
+//! // Reconcilers write through this client with their context's token.
+//! let writes = deployments.client_fenced_by(election.fencing());
+//! let manager = Manager::builder().leader_election(election);
+//! # drop((writes, manager)); Ok(()) }
+//! ```
+//!
+//! # Events
+//!
+//! A [`Recorder`] publishes `events.k8s.io/v1` Events about the objects a
+//! controller reconciles, as `kubectl describe` shows them; repeats of
+//! the same event within a window are counted in one Event's `series`
+//! instead of piling up. Hold one in the reconciler: see [`Recorder`].
+//!
 //! # Read-your-writes
 //!
 //! The informer's revision is the `resourceVersion` of the watch, so the
@@ -51,10 +87,19 @@
 //! for the delete itself.
 
 mod client;
+mod election;
 mod endpoint;
+mod events;
+mod names;
 mod object;
 mod source;
 
+pub use self::election::{
+    LeaseElection, LeaseElectionBuildError, LeaseElectionBuilder, LeaseFencing,
+};
 pub use self::endpoint::KubeResource;
+pub use self::events::{
+    DEFAULT_CAPACITY, DEFAULT_WINDOW, Event, EventError, EventType, Recorder, Reporter,
+};
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::source::KubeSource;

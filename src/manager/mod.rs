@@ -102,7 +102,10 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::ManagerBuilder;
-pub use crate::election::{ElectionError, InProcessCandidate, InProcessElection, LeaderElector};
+pub use crate::election::{
+    ElectionConfig, ElectionConfigError, ElectionError, InProcessCandidate, InProcessElection,
+    LeaderElector,
+};
 pub use prometheus_client;
 
 use self::erased::{ErasedController, FencingFn, SharedInformer};

@@ -1,8 +1,8 @@
 //! A real etcd for tests: [`EtcdServer`] starts the `etcd` binary as a
 //! child process on free 127.0.0.1 ports with a private temporary data
 //! directory, waits until it serves, and kills it when dropped (also when a
-//! test panics). [`Proxy`] sits between a client and the server and can
-//! blackhole the traffic, to cut one replica off from etcd.
+//! test panics). A [`Proxy`](super::Proxy) between a client and the server
+//! can blackhole the traffic, to cut one replica off from etcd.
 //!
 //! The binary is `$TEND_ETCD_BIN` if set, else `etcd` on the `PATH`. On
 //! Debian or Ubuntu: `apt-get install -y etcd-server` (do not start its
@@ -20,8 +20,6 @@
 //! # Ok(()) }
 //! ```
 
-mod proxy;
 mod server;
 
-pub use self::proxy::Proxy;
 pub use self::server::{EtcdServer, EtcdServerBuilder, HarnessError, connect};

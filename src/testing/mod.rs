@@ -1,9 +1,10 @@
 //! Helpers for testing your own controllers.
 //!
-//! With the `etcd` feature, [`etcd`] starts a real etcd server for a test
-//! and a TCP proxy that can cut a replica off from it. With the `kube`
-//! feature, [`kube`] starts a real Kubernetes control plane (etcd and
-//! kube-apiserver), as controller-runtime's envtest does.
+//! With the `etcd` feature, [`etcd`] starts a real etcd server for a test.
+//! With the `kube` feature, [`kube`] starts a real Kubernetes control plane
+//! (etcd and kube-apiserver), as controller-runtime's envtest does. With
+//! either, [`Proxy`] sits between a replica and its server and can cut it
+//! off (a partition, a stalled connection).
 //!
 //! A [`Harness`] runs informers and controllers on the memory backend (or any
 //! source) and waits until they have nothing left to do, so a test can write
@@ -65,6 +66,8 @@ pub mod etcd;
 mod exec;
 #[cfg(feature = "kube")]
 pub mod kube;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+mod proxy;
 
 use std::fmt;
 use std::sync::Arc;
@@ -80,6 +83,9 @@ use crate::QueueStats;
 use crate::controller::{Controller, Reconciler};
 use crate::informer::Informer;
 use crate::source::Object;
+
+#[cfg(any(feature = "etcd", feature = "kube"))]
+pub use self::proxy::Proxy;
 
 /// Why a harness call failed.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tend::etcd::{EtcdSource, etcd_client};
-use tend::testing::etcd::{EtcdServer, Proxy, connect};
+use tend::testing::Proxy;
+use tend::testing::etcd::{EtcdServer, connect};
 use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
 

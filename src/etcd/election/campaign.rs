@@ -99,7 +99,7 @@ impl EtcdElection {
                 inner
                     .client
                     .lease_client()
-                    .grant(inner.config.ttl_seconds(), None),
+                    .grant(i64::from(inner.config.lease_seconds()), None),
             )
             .await?;
         let lease = granted.id();

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{Phase, Term};
-use crate::etcd::config::ElectionConfig;
+use crate::election::ElectionConfig;
 
 /// A candidacy's lease and the key bound to it, for the keeper.
 pub(super) struct Lease {

@@ -18,9 +18,8 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::AbortOnDropHandle;
 
-use super::config::ElectionConfig;
 use super::prefix_end;
-use crate::election::{ElectionError, LeaderElector};
+use crate::election::{ElectionConfig, ElectionError, LeaderElector};
 use crate::source::BoxError;
 
 pub(super) use self::fence::Fence;
@@ -89,8 +88,8 @@ struct Candidacy {
 /// # Examples
 ///
 /// ```no_run
-/// use tend::etcd::{ElectionConfig, EtcdElection};
-/// use tend::manager::LeaderElector;
+/// use tend::etcd::EtcdElection;
+/// use tend::manager::{ElectionConfig, LeaderElector};
 ///
 /// # async fn run(client: etcd_client::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let election = EtcdElection::builder(client, "my-operator")

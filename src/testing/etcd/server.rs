@@ -378,7 +378,7 @@ impl Drop for EtcdServer {
     }
 }
 
-/// A client of `endpoint` (e.g. a [`Proxy`](super::Proxy)'s) with short
+/// A client of `endpoint` (e.g. a [`Proxy`](crate::testing::Proxy)'s) with short
 /// connect and keep-alive timeouts, so that a dead or cut-off server is
 /// noticed within seconds.
 ///

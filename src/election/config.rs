@@ -1,4 +1,5 @@
-//! The timing of an [`EtcdElection`](super::EtcdElection), validated.
+//! `ElectionConfig`: the timing of a lease-based election (etcd's lease,
+//! a Kubernetes `Lease`), validated.
 
 use std::time::Duration;
 
@@ -29,23 +30,28 @@ pub enum ElectionConfigError {
     /// The retry period must not be zero.
     #[error("retry period must not be zero")]
     ZeroRetryPeriod,
-    /// The lease is longer than etcd's longest lease TTL
-    /// ([`ElectionConfig::MAX_LEASE`], 9,000,000,000 s).
-    #[error("lease {lease:?} exceeds etcd's longest lease TTL {max:?}")]
+    /// The lease is longer than every backend can hold
+    /// ([`ElectionConfig::MAX_LEASE`], 2³¹ − 1 s).
+    #[error("lease {lease:?} exceeds the longest lease {max:?}")]
     LeaseTooLong {
         /// The lease duration.
         lease: Duration,
-        /// The longest lease etcd grants.
+        /// The longest lease.
         max: Duration,
     },
 }
 
 /// How long a leadership lasts without renewal, and how often it is
-/// renewed; the defaults are client-go's (15 s, 10 s, 2 s).
+/// renewed; the defaults are client-go's (15 s, 10 s, 2 s). The same
+/// configuration serves every lease-based elector: the etcd backend's
+/// `EtcdElection` and the Kubernetes backend's `LeaseElection`.
 ///
-/// - `lease`: the etcd lease's TTL (rounded up to whole seconds, etcd's
-///   unit). Another candidate wins at most this long after the leader
-///   stops renewing (plus etcd's expiry check, about half a second).
+/// - `lease`: the lease's duration, rounded up to whole seconds (the unit
+///   of an etcd lease's TTL and of a Kubernetes `Lease`'s
+///   `leaseDurationSeconds`). Another candidate wins about this long after
+///   the leader stops renewing (on etcd, plus its expiry check of about
+///   half a second; on Kubernetes, plus up to two retry periods, the
+///   candidates' polling).
 /// - `renew_deadline`: the leader gives up on its own when it has not
 ///   renewed for this long (measured on its monotonic clock from the last
 ///   successful renewal's request), before the lease can expire.
@@ -71,9 +77,10 @@ impl Default for ElectionConfig {
 }
 
 impl ElectionConfig {
-    /// The longest lease etcd grants (its `MaxLeaseTTL`, 9,000,000,000 s);
-    /// its TTL in whole seconds must not exceed this.
-    pub const MAX_LEASE: Duration = Duration::from_secs(9_000_000_000);
+    /// The longest lease, 2³¹ − 1 s (about 68 years): a Kubernetes
+    /// `Lease`'s `leaseDurationSeconds` is a 32-bit integer (etcd's limit,
+    /// 9,000,000,000 s, is higher). Its whole seconds must not exceed this.
+    pub const MAX_LEASE: Duration = Duration::from_secs(i32::MAX as u64);
 
     /// A validated configuration.
     ///
@@ -133,10 +140,11 @@ impl ElectionConfig {
         self.retry_period
     }
 
-    /// The lease's TTL in etcd's whole seconds, rounded up.
-    pub(super) fn ttl_seconds(&self) -> i64 {
+    /// The lease in whole seconds, rounded up (at least 1; at most
+    /// `i32::MAX`, since the lease is at most [`MAX_LEASE`](Self::MAX_LEASE)).
+    pub(crate) fn lease_seconds(&self) -> i32 {
         let seconds = self.lease.as_secs() + u64::from(self.lease.subsec_nanos() > 0);
-        i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+        i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)
     }
 }
 
@@ -150,7 +158,7 @@ mod tests {
     fn defaults_are_valid_and_client_go_s() {
         let config = ElectionConfig::default();
         assert_eq!(ElectionConfig::new(S(15), S(10), S(2)), Ok(config));
-        assert_eq!(config.ttl_seconds(), 15);
+        assert_eq!(config.lease_seconds(), 15);
     }
 
     #[test]
@@ -190,14 +198,14 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_lease_is_etcd_s_maximum_ttl() {
+    fn the_longest_lease_fits_a_kubernetes_lease() {
         let config = ElectionConfig::new(
             ElectionConfig::MAX_LEASE,
             ElectionConfig::MAX_LEASE - S(1),
             S(2),
         )
         .unwrap();
-        assert_eq!(config.ttl_seconds(), 9_000_000_000);
+        assert_eq!(config.lease_seconds(), i32::MAX);
     }
 
     #[test]
@@ -208,6 +216,6 @@ mod tests {
             Duration::from_millis(500),
         )
         .unwrap();
-        assert_eq!(config.ttl_seconds(), 2);
+        assert_eq!(config.lease_seconds(), 2);
     }
 }

@@ -1,0 +1,46 @@
+//! `LeaseFencing`: whether a token is the current leadership's, for the
+//! Kubernetes client's local fencing check.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::Term;
+use crate::client::Fencing;
+use crate::election::ElectionConfig;
+
+/// Says whether a fencing token is the current leadership's of a
+/// [`LeaseElection`](super::LeaseElection): true while that candidate
+/// leads with the token and before its local deadline. From
+/// [`LeaseElection::fencing`](super::LeaseElection::fencing), for
+/// [`KubeSource::client_fenced_by`](crate::kube::KubeSource::client_fenced_by).
+///
+/// It holds no request of its own and does not keep the candidacy alive:
+/// once the election's handles are gone (a crashed task), the renewals
+/// stop and the token stops being current at the local deadline.
+#[derive(Clone)]
+pub struct LeaseFencing {
+    term: Arc<watch::Sender<Term>>,
+    config: ElectionConfig,
+}
+
+impl LeaseFencing {
+    pub(super) fn new(term: Arc<watch::Sender<Term>>, config: ElectionConfig) -> Self {
+        Self { term, config }
+    }
+}
+
+impl Fencing for LeaseFencing {
+    fn is_current(&self, token: u64) -> bool {
+        self.term.borrow().token(&self.config) == Some(token)
+    }
+}
+
+impl fmt::Debug for LeaseFencing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseFencing")
+            .field("phase", &self.term.borrow().phase)
+            .finish_non_exhaustive()
+    }
+}
