@@ -270,3 +270,125 @@ async fn a_stale_token_writes_nothing_and_a_token_needs_an_authority() {
         .unwrap_err();
     assert!(matches!(error, ClientError::NoFencing), "{error:?}");
 }
+
+/// Adds its finalizer to every map and, once a map is being deleted, cleans
+/// up (counted) and removes the finalizer.
+struct Cleaner {
+    cleaned: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+const FINALIZER: &str = "tend.dev/cleanup";
+
+impl tend::controller::Reconciler<ConfigMap> for Cleaner {
+    type Error = ClientError;
+
+    async fn reconcile(
+        &self,
+        ctx: tend::controller::Context<ConfigMap>,
+    ) -> Result<tend::controller::Action, ClientError> {
+        let maps = ctx.client::<ConfigMap>().expect("configured");
+        let Some(map) = ctx.object() else {
+            return Ok(tend::controller::Action::Done);
+        };
+        if map.deletion().is_none() {
+            maps.add_finalizer(ctx.key(), FINALIZER).await?;
+        } else if map
+            .finalizers()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+        {
+            self.cleaned
+                .lock()
+                .expect("not poisoned")
+                .push(ctx.key().name.clone());
+            maps.remove_finalizer(ctx.key(), FINALIZER).await?;
+        }
+        Ok(tend::controller::Action::Done)
+    }
+}
+
+/// Runs a `Cleaner` over `ns` until `stop`.
+async fn run_cleaner(
+    client: kube::Client,
+    ns: String,
+    cleaned: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
+    let maps = source.client();
+    let informer = tend::Informer::builder(source).build().expect("valid");
+    let controller =
+        tend::controller::Controller::builder("cleaner", &informer, Cleaner { cleaned })
+            .client(maps)
+            .build()
+            .expect("valid");
+    let running = {
+        let (informer, stop) = (informer.clone(), stop.clone());
+        tokio::spawn(async move { informer.run(stop).await })
+    };
+    controller.run(stop).await.expect("ran");
+    running.await.expect("joined").expect("informer ran");
+}
+
+#[tokio::test]
+async fn a_delete_waits_for_cleanup_which_runs_once_across_a_controller_restart() {
+    let (client, ns) = fresh("client-cleanup").await;
+    let maps = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns).client();
+    let key = ObjectKey::new(&ns, "guarded");
+    let cleaned = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let first = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(run_cleaner(
+        client.clone(),
+        ns.clone(),
+        cleaned.clone(),
+        first.clone(),
+    ));
+    maps.create(config_map(&ns, "guarded", &[]))
+        .await
+        .expect("created");
+    let guarded = async {
+        loop {
+            let map = maps.get(&key).await.expect("read").expect("there");
+            if map.finalizers().is_some_and(|f| !f.is_empty()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    within("the first controller's finalizer", LIMIT, guarded).await;
+    first.cancel();
+    within("the first controller to stop", LIMIT, running)
+        .await
+        .expect("joined");
+
+    // Deleted while no controller runs: it waits for its cleanup.
+    maps.delete(&key).await.expect("delete asked");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let waiting = maps.get(&key).await.expect("read").expect("still there");
+    assert!(waiting.deletion().is_some(), "marked, waiting");
+    assert!(cleaned.lock().expect("not poisoned").is_empty());
+
+    let second = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(run_cleaner(
+        client,
+        ns.clone(),
+        cleaned.clone(),
+        second.clone(),
+    ));
+    let gone = async {
+        while maps.get(&key).await.expect("read").is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    within("the restarted controller's cleanup", LIMIT, gone).await;
+    // Its watch then sees the delete: nothing more to clean.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.cancel();
+    within("the second controller to stop", LIMIT, running)
+        .await
+        .expect("joined");
+    assert_eq!(
+        *cleaned.lock().expect("not poisoned"),
+        ["guarded"],
+        "cleaned exactly once"
+    );
+}

@@ -258,3 +258,69 @@ async fn an_informer_resumes_after_the_api_server_restarts() {
         .expect("joined")
         .expect("clean");
 }
+
+#[tokio::test]
+async fn an_informer_whose_watch_expired_while_cut_off_relists_and_drops_what_was_deleted() {
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--watch-cache=false")
+        .start()
+        .await
+        .expect("a control plane of its own");
+    let client = plane.client().await.expect("a client");
+    let ns = plane
+        .create_namespace(&client, "informer-expired")
+        .await
+        .expect("a namespace");
+    let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
+    let maps = source.client();
+    for name in ["a", "b", "c"] {
+        maps.create(config_map(&ns, name, &[]))
+            .await
+            .expect("created");
+    }
+    // A long backoff: the informer stays away while the history it needs
+    // is deleted, written over and compacted.
+    let wait = Duration::from_secs(6);
+    let informer = Informer::builder(source)
+        .backoff(wait, wait, Duration::from_secs(60))
+        // Only an expired watch may relist: not a run of failed watches.
+        .max_watch_failures(NonZeroU32::MAX)
+        .build()
+        .expect("valid");
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (informer, stop) = (informer.clone(), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    let store = informer.store();
+    wait_until("the initial list", LIMIT, || store.len() == 3).await;
+    plane.kill_apiserver();
+    within("the API server", LIMIT, plane.start_apiserver())
+        .await
+        .expect("started again");
+    maps.delete(&ObjectKey::new(&ns, "b"))
+        .await
+        .expect("deleted");
+    maps.create(config_map(&ns, "d", &[]))
+        .await
+        .expect("created");
+    within("compaction", LIMIT, plane.compact_etcd())
+        .await
+        .expect("compacted");
+    assert!(
+        store.get(&ObjectKey::new(&ns, "b")).is_some(),
+        "not yet seen"
+    );
+    wait_until("the relist", LIMIT, || {
+        store.get(&ObjectKey::new(&ns, "b")).is_none() && store.len() == 3
+    })
+    .await;
+    let mut names: Vec<String> = store.list().iter().map(|m| m.key().name).collect();
+    names.sort();
+    assert_eq!(names, ["a", "c", "d"]);
+    stop.cancel();
+    within("the informer to stop", LIMIT, running)
+        .await
+        .expect("joined")
+        .expect("clean");
+}
