@@ -107,13 +107,13 @@ impl Reconciler<ReplicaSet> for Sets {
         if live.len() != desired {
             self.log(
                 "compare",
-                format!("{}: {} pods, wants {desired}", ctx.key(), live.len()),
+                &format!("{}: {} pods, wants {desired}", ctx.key(), live.len()),
             );
         }
         for _ in live.len()..desired {
             let pod = pods.create(pod_for(set)).await?;
             self.counts.created.fetch_add(1, Ordering::Relaxed);
-            self.log("act", format!("create {}", pod.key()));
+            self.log("act", &format!("create {}", pod.key()));
         }
         // Scale down: the newest first.
         live.sort_by_key(|pod| std::cmp::Reverse(pod.version()));
@@ -121,7 +121,7 @@ impl Reconciler<ReplicaSet> for Sets {
             match pods.delete(&pod.key()).await {
                 Ok(_) => {
                     self.counts.deleted.fetch_add(1, Ordering::Relaxed);
-                    self.log("act", format!("delete {}", pod.key()));
+                    self.log("act", &format!("delete {}", pod.key()));
                 }
                 Err(error) if error.is_not_found() => {}
                 Err(error) => return Err(error),
@@ -141,7 +141,7 @@ impl Reconciler<ReplicaSet> for Sets {
 }
 
 impl Sets {
-    fn log(&self, step: &str, line: String) {
+    fn log(&self, step: &str, line: &str) {
         if self.verbose {
             println!("  {step:<8} {line}");
         }
