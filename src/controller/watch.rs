@@ -63,9 +63,9 @@ impl<P: Object> fmt::Debug for Watch<P> {
 }
 
 /// Puts keys into the controller's queue, with why: the queue carries each
-/// key's triggers (as marks) to the reconcile that handles them.
+/// key's triggers (its payload) to the reconcile that handles them.
 pub(crate) struct Enqueue<K: crate::QueueKey> {
-    pub(crate) queue: WorkQueue<K>,
+    pub(crate) queue: WorkQueue<K, Triggers>,
     pub(crate) background: Priority,
 }
 
@@ -83,7 +83,7 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// and resyncs (so fresh changes go first), else normal priority and
     /// debounced (when the controller debounces: background keys are not
     /// bursts).
-    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K> {
+    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K, Triggers> {
         let priority = if background {
             self.background
         } else {
@@ -92,7 +92,7 @@ impl<K: crate::QueueKey> Enqueue<K> {
         Add {
             key,
             priority,
-            marks: Triggers::from(trigger).bits(),
+            payload: trigger.into(),
             debounced: !background,
         }
     }
@@ -101,8 +101,8 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// `trigger` is reported only if this timer is what runs the key (an
     /// earlier run cancels it).
     pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration, priority: Priority) {
-        let marks = Triggers::from(trigger).bits();
-        self.queue.enqueue(key, When::After(delay), priority, marks);
+        self.queue
+            .enqueue(key, When::After(delay), priority, trigger.into());
     }
 
     /// Queues `key` after its rate limiter's delay (a retry, or a requeue
@@ -112,9 +112,8 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// bucket within its burst) must not make a failing key a busy loop.
     pub(crate) fn push_backoff(&self, key: K, trigger: Trigger, priority: Priority) {
         let floor = super::Action::MIN_REQUEUE_DELAY;
-        let marks = Triggers::from(trigger).bits();
         self.queue
-            .enqueue(key, When::Backoff { floor }, priority, marks);
+            .enqueue(key, When::Backoff { floor }, priority, trigger.into());
     }
 }
 
