@@ -170,11 +170,12 @@ impl<K: crate::QueueKey, F> Gather<K, F> {
 
 impl<P, K, F> Handler<P> for Gather<K, F>
 where
+    P: Object,
     K: crate::QueueKey,
-    F: FnMut(&Event<P>, &mut Keys<K>) + Send,
+    F: FnMut(&P::Key, &Event<P>, &mut Keys<K>) + Send,
 {
-    fn event(&mut self, event: &Event<P>) {
-        (self.on_event)(event, &mut self.keys);
+    fn event(&mut self, key: &P::Key, event: &Event<P>) {
+        (self.on_event)(key, event, &mut self.keys);
     }
 
     fn flush(&mut self) {
@@ -221,7 +222,8 @@ impl<P: Object> Synced for Subscription<P> {
     }
 }
 
-/// The primary source: each object's own key. A deletion that passes the
+/// The primary source: each object's own key, as the informer computed it
+/// (`Object::key` is not called again). A deletion that passes the
 /// predicate leaves the object's last state in `last_states` for the key's
 /// reconcile; a creation forgets it.
 pub(crate) fn subscribe_primary<O: Object>(
@@ -233,11 +235,11 @@ where
     O::Key: crate::QueueKey,
 {
     let predicate = watch.predicate.clone();
-    let on_event = move |event: &Event<O>, keys: &mut Keys<O::Key>| {
+    let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
-        let key = event.object().key();
+        let key = key.clone();
         let trigger = match event {
             Event::Initial(_) => Trigger::Initial,
             Event::Applied { .. } => Trigger::Changed,
@@ -279,7 +281,8 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
         let map = Arc::clone(&self.map);
         let predicate = self.watch.predicate.clone();
         let trigger = self.trigger;
-        let on_event = move |event: &Event<P>, sink: &mut Keys<K>| {
+        // The object's own key is not what is queued: the map gives owners'.
+        let on_event = move |_: &P::Key, event: &Event<P>, sink: &mut Keys<K>| {
             if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
                 return;
             }
