@@ -220,8 +220,9 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// carries (a timer's payload counts only if that timer makes the key
     /// ready; see [`Payload`]). Otherwise as [`add_prioritized`](Self::add_prioritized)
     /// ([`When::Now`]), [`add_after`](Self::add_after) ([`When::After`]; a
-    /// timer due sooner keeps its priority if higher) and
-    /// [`add_rate_limited`](Self::add_rate_limited) ([`When::Backoff`]).
+    /// timer due sooner stays, at the higher priority) and
+    /// [`add_rate_limited`](Self::add_rate_limited) ([`When::Backoff`]: a
+    /// key already pending only gets the payload).
     pub fn enqueue(&self, key: K, when: When, priority: Priority, payload: T) {
         match when {
             When::Now => {
