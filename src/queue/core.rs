@@ -127,8 +127,8 @@ pub(crate) enum Next<K, T> {
     ShutDown,
 }
 
-/// A key handed to a worker, with what the queue needs to take it back
-/// (`restore`): its priority and since when it was ready.
+/// A key handed to a worker with its payload, and what the queue needs to
+/// take it back (`restore`): its priority and since when it was ready.
 #[derive(Debug, Clone)]
 pub(crate) struct Handed<K, T> {
     pub(crate) key: K,
