@@ -413,8 +413,8 @@ pub use informer::{
 };
 pub use key::QueueKey;
 pub use queue::{
-    DoneError, InFlightKey, Priority, QueueObserver, QueueStats, WorkQueue, WorkQueueBuilder,
-    rate_limit,
+    DoneError, InFlightKey, Payload, Priority, QueueObserver, QueueStats, When, WorkQueue,
+    WorkQueueBuilder, rate_limit,
 };
 /// The token every `run` takes to stop (tokio-util's), re-exported.
 pub use tokio_util::sync::CancellationToken;

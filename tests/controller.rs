@@ -1175,7 +1175,7 @@ async fn cancelling_the_context_token_does_not_abort_the_reconcile() {
 /// Counts reconciles; shuts the queue down during the third.
 struct ShutsDownAtThird {
     calls: AtomicUsize,
-    queue: Mutex<Option<tend::WorkQueue<String>>>,
+    queue: Mutex<Option<tend::WorkQueue<String, tend::controller::Triggers>>>,
 }
 
 impl Reconciler<Set> for Arc<ShutsDownAtThird> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::controller::{Action, Context, Controller, Reconciler, Triggers};
 use tend::memory::{Faults, MemoryStore};
 use tend::testing::Harness;
 use tend::{Informer, Revision, WorkQueue};
@@ -67,7 +67,7 @@ fn start(
     records: &MemoryStore<Record>,
     informer: &Informer<Record>,
     cleans: &Arc<Cleans>,
-) -> (Harness, WorkQueue<String>) {
+) -> (Harness, WorkQueue<String, Triggers>) {
     let _ = records;
     let controller = Controller::builder("cleans", informer, Arc::clone(cleans))
         .build()

@@ -334,7 +334,7 @@ async fn serve(
     hold: &[&str],
 ) -> (
     std::net::SocketAddr,
-    tend::WorkQueue<String>,
+    tend::WorkQueue<String, tend::controller::Triggers>,
     tokio_util::sync::CancellationToken,
     tokio::task::JoinHandle<Result<(), tend::manager::ManagerError>>,
 ) {

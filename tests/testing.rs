@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::controller::{Action, Context, Controller, Reconciler, Triggers};
 use tend::memory::MemoryStore;
 use tend::testing::{Harness, HarnessError};
 use tend::{Informer, Revision, WorkQueue};
@@ -53,7 +53,7 @@ fn job(name: &str, hang: bool) -> Job {
 struct Setup {
     jobs: MemoryStore<Job>,
     harness: Harness,
-    queue: WorkQueue<String>,
+    queue: WorkQueue<String, Triggers>,
     finished: Arc<AtomicUsize>,
 }
 

@@ -11,7 +11,9 @@ use super::context::Clients;
 use super::external::External;
 use super::observer::NoopObserver;
 use super::watch::{Mapped, Secondary, Watch};
-use super::{Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger};
+use super::{
+    Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger, Triggers,
+};
 use crate::client::Client;
 use crate::informer::Informer;
 use crate::queue::{Debounce, Priority, QueueObserver, WorkQueue};
@@ -382,7 +384,9 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     /// read-your-writes timeout or debounce window.
     pub fn build(self) -> Result<Controller<O, R>, ControllerError> {
         self.validate()?;
-        let mut queue = WorkQueue::builder().name(self.name.clone());
+        let mut queue = WorkQueue::builder()
+            .payload::<Triggers>()
+            .name(self.name.clone());
         if let Some(limiter) = self.limiter {
             queue = queue.boxed_rate_limiter(limiter);
         }

@@ -2,8 +2,6 @@
 //! webhook handler) or a stream of "re-check everything" signals (a timer, a
 //! configuration reload), each reconcile reporting [`Trigger::External`].
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
@@ -56,14 +54,12 @@ impl<K: crate::QueueKey> External<K> {
 }
 
 /// Queues every cached primary key at the background priority, in runs.
+/// The keys are the cache's: `Object::key` (user code) is not called.
 pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Store<O>, trigger: Trigger) {
-    for run in store.list().chunks(RUN) {
-        // Keys first: `Object::key` is user code, and must not run (nor
-        // panic) under the queue's lock.
-        let keys: Vec<_> = run
-            .iter()
-            .map(|object: &Arc<O>| sink.entry(object.key(), trigger, true))
-            .collect();
-        sink.queue.add_many(keys);
+    let mut keys = store.keys().into_iter().peekable();
+    while keys.peek().is_some() {
+        let run = keys.by_ref().take(RUN);
+        sink.queue
+            .add_many(run.map(|key| sink.entry(key, trigger, true)));
     }
 }

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ControllerObserver;
+use super::Triggers;
 use crate::queue::{QueueKey, WorkQueue};
 use crate::source::Revision;
 
@@ -80,7 +81,7 @@ impl<K: QueueKey> Gate<K> {
     /// bound passes), until `stop`; then ends every key still held.
     pub(super) async fn run(
         &self,
-        queue: WorkQueue<K>,
+        queue: WorkQueue<K, Triggers>,
         mut revisions: Vec<watch::Receiver<Revision>>,
         observer: &dyn ControllerObserver,
         stop: CancellationToken,
@@ -109,7 +110,7 @@ impl<K: QueueKey> Gate<K> {
     /// Ends every held key whose caches caught up or whose bound passed.
     fn release(
         &self,
-        queue: &WorkQueue<K>,
+        queue: &WorkQueue<K, Triggers>,
         revisions: &[watch::Receiver<Revision>],
         observer: &dyn ControllerObserver,
         now: Instant,

@@ -144,7 +144,7 @@ pub struct Controller<O: Object, R> {
     name: String,
     inputs: Inputs<O>,
     reconciler: R,
-    queue: WorkQueue<O::Key>,
+    queue: WorkQueue<O::Key, Triggers>,
     config: Config,
     observer: Arc<dyn ControllerObserver>,
     fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
@@ -166,7 +166,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         name: String,
         inputs: Inputs<O>,
         reconciler: R,
-        queue: WorkQueue<O::Key>,
+        queue: WorkQueue<O::Key, Triggers>,
         config: Config,
         observer: Arc<dyn ControllerObserver>,
     ) -> Self {
@@ -190,9 +190,11 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
 
     /// A handle to the controller's work queue: its
     /// [`stats`](WorkQueue::stats) and [`in_flight`](WorkQueue::in_flight)
-    /// keys ("which key is stuck").
+    /// keys ("which key is stuck"). Each key carries the [`Triggers`] of its
+    /// next reconcile: a key added here with [`add`](WorkQueue::add) has
+    /// none, one [`enqueue`](WorkQueue::enqueue)d with some reports them.
     #[must_use]
-    pub fn queue(&self) -> WorkQueue<O::Key> {
+    pub fn queue(&self) -> WorkQueue<O::Key, Triggers> {
         self.queue.clone()
     }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::queue::{Payload, slot_size};
+
 /// One reason for a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -42,7 +44,7 @@ impl Trigger {
         Self::External,
     ];
 
-    const fn bit(self) -> crate::queue::Marks {
+    const fn bit(self) -> u16 {
         1 << self as u8
     }
 
@@ -71,9 +73,21 @@ impl fmt::Display for Trigger {
 /// into one reconcile, so there may be several (`changed+owned`).
 ///
 /// Empty only when the key was added to the controller's queue directly
-/// (through [`Controller::queue`](super::Controller::queue)).
+/// (through [`Controller::queue`](super::Controller::queue)) without any.
+///
+/// The controller's queue carries them with each key: they are its
+/// [`Payload`], merged by set union, so every reason given since the key's
+/// last reconcile is reported once by the next.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Triggers(crate::queue::Marks);
+pub struct Triggers(u16);
+
+// One bit per trigger; and the queue keeps one slot per key, whose size
+// the README's memory per object counts on: `Triggers` must fit its padding.
+const _: () = assert!(Trigger::ALL.len() <= u16::BITS as usize);
+const _: () = assert!(
+    slot_size::<Triggers>() == 32,
+    "the queue's slot grew past 32 bytes"
+);
 
 impl Triggers {
     /// Whether `trigger` is among the reasons.
@@ -96,14 +110,12 @@ impl Triggers {
     pub(crate) const fn with(self, trigger: Trigger) -> Self {
         Self(self.0 | trigger.bit())
     }
+}
 
-    /// As the work queue carries them.
-    pub(crate) const fn bits(self) -> crate::queue::Marks {
-        self.0
-    }
-
-    pub(crate) const fn from_bits(bits: crate::queue::Marks) -> Self {
-        Self(bits)
+/// Every reason of both.
+impl Payload for Triggers {
+    fn merge(&mut self, other: Self) {
+        self.0 |= other.0;
     }
 }
 

@@ -63,9 +63,9 @@ impl<P: Object> fmt::Debug for Watch<P> {
 }
 
 /// Puts keys into the controller's queue, with why: the queue carries each
-/// key's triggers (as marks) to the reconcile that handles them.
+/// key's triggers (its payload) to the reconcile that handles them.
 pub(crate) struct Enqueue<K: crate::QueueKey> {
-    pub(crate) queue: WorkQueue<K>,
+    pub(crate) queue: WorkQueue<K, Triggers>,
     pub(crate) background: Priority,
 }
 
@@ -83,7 +83,7 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// and resyncs (so fresh changes go first), else normal priority and
     /// debounced (when the controller debounces: background keys are not
     /// bursts).
-    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K> {
+    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K, Triggers> {
         let priority = if background {
             self.background
         } else {
@@ -92,7 +92,7 @@ impl<K: crate::QueueKey> Enqueue<K> {
         Add {
             key,
             priority,
-            marks: Triggers::from(trigger).bits(),
+            payload: trigger.into(),
             debounced: !background,
         }
     }
@@ -101,8 +101,8 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// `trigger` is reported only if this timer is what runs the key (an
     /// earlier run cancels it).
     pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration, priority: Priority) {
-        let marks = Triggers::from(trigger).bits();
-        self.queue.enqueue(key, When::After(delay), priority, marks);
+        self.queue
+            .enqueue(key, When::After(delay), priority, trigger.into());
     }
 
     /// Queues `key` after its rate limiter's delay (a retry, or a requeue
@@ -112,9 +112,8 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// bucket within its burst) must not make a failing key a busy loop.
     pub(crate) fn push_backoff(&self, key: K, trigger: Trigger, priority: Priority) {
         let floor = super::Action::MIN_REQUEUE_DELAY;
-        let marks = Triggers::from(trigger).bits();
         self.queue
-            .enqueue(key, When::Backoff { floor }, priority, marks);
+            .enqueue(key, When::Backoff { floor }, priority, trigger.into());
     }
 }
 
@@ -171,11 +170,12 @@ impl<K: crate::QueueKey, F> Gather<K, F> {
 
 impl<P, K, F> Handler<P> for Gather<K, F>
 where
+    P: Object,
     K: crate::QueueKey,
-    F: FnMut(&Event<P>, &mut Keys<K>) + Send,
+    F: FnMut(&P::Key, &Event<P>, &mut Keys<K>) + Send,
 {
-    fn event(&mut self, event: &Event<P>) {
-        (self.on_event)(event, &mut self.keys);
+    fn event(&mut self, key: &P::Key, event: &Event<P>) {
+        (self.on_event)(key, event, &mut self.keys);
     }
 
     fn flush(&mut self) {
@@ -222,7 +222,8 @@ impl<P: Object> Synced for Subscription<P> {
     }
 }
 
-/// The primary source: each object's own key. A deletion that passes the
+/// The primary source: each object's own key, as the informer computed it
+/// (`Object::key` is not called again). A deletion that passes the
 /// predicate leaves the object's last state in `last_states` for the key's
 /// reconcile; a creation forgets it.
 pub(crate) fn subscribe_primary<O: Object>(
@@ -234,11 +235,11 @@ where
     O::Key: crate::QueueKey,
 {
     let predicate = watch.predicate.clone();
-    let on_event = move |event: &Event<O>, keys: &mut Keys<O::Key>| {
+    let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
-        let key = event.object().key();
+        let key = key.clone();
         let trigger = match event {
             Event::Initial(_) => Trigger::Initial,
             Event::Applied { .. } => Trigger::Changed,
@@ -280,7 +281,8 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
         let map = Arc::clone(&self.map);
         let predicate = self.watch.predicate.clone();
         let trigger = self.trigger;
-        let on_event = move |event: &Event<P>, sink: &mut Keys<K>| {
+        // The object's own key is not what is queued: the map gives owners'.
+        let on_event = move |_: &P::Key, event: &Event<P>, sink: &mut Keys<K>| {
             if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
                 return;
             }

@@ -119,7 +119,7 @@ impl Pace {
     /// ends it.
     fn finished<K: crate::QueueKey>(
         &mut self,
-        batch: &mut Batch<'_, K>,
+        batch: &mut Batch<'_, K, Triggers>,
         key: Option<K>,
         started: Instant,
         ended: Instant,
@@ -194,9 +194,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// waiting on the queue; `None` once the queue is shut down.
     async fn take(
         &self,
-        batch: &mut Batch<'_, O::Key>,
+        batch: &mut Batch<'_, O::Key, Triggers>,
         pace: &mut Pace,
-    ) -> Option<(Handed<O::Key>, Instant)> {
+    ) -> Option<(Handed<O::Key, Triggers>, Instant)> {
         loop {
             let max = pace.run();
             // Ending the run and taking the next starts afresh, quick.
@@ -218,7 +218,11 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
 
     /// After handling a reconcile's outcome panicked: retries the key and
     /// says it ended now, having waited (perhaps timed out: unknown).
-    fn recover(&self, handed: &Handed<O::Key>, panic: &(dyn Any + Send)) -> (Instant, bool) {
+    fn recover(
+        &self,
+        handed: &Handed<O::Key, Triggers>,
+        panic: &(dyn Any + Send),
+    ) -> (Instant, bool) {
         tracing::error!(controller = %self.name, key = ?handed.key, panic = %panic_message(panic), "handling a reconcile's outcome panicked, retrying the key");
         let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
             self.retry(&handed.key, handed.priority);
@@ -230,15 +234,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// whether the reconcile waited.
     async fn process(
         &self,
-        handed: &Handed<O::Key>,
+        handed: &Handed<O::Key, Triggers>,
         (stop, scope): (&CancellationToken, &Arc<Scope>),
         caches: &Arc<Caches>,
-        batch: &mut Batch<'_, O::Key>,
+        batch: &mut Batch<'_, O::Key, Triggers>,
         started: Instant,
     ) -> (Instant, bool) {
         let queue = &self.sink.queue;
         let key = &handed.key;
-        let triggers = Triggers::from_bits(handed.marks);
+        let triggers = handed.payload;
         let attempt = queue.retries(key).saturating_add(1);
         // After a failure, whatever queued this run (the retry timer, or a
         // change that came first), it is also a retry; after a backoff
@@ -295,7 +299,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         &self,
         ctx: Context<O>,
         (stop, scope): (&CancellationToken, &Scope),
-        batch: &mut Batch<'_, O::Key>,
+        batch: &mut Batch<'_, O::Key, Triggers>,
     ) -> (Ran<R::Error>, bool) {
         if stop.is_cancelled() {
             return (Ran::Cancelled, false);
@@ -340,7 +344,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// A retry or requeue keeps the priority the key ran at.
     fn settle(
         &self,
-        handed: &Handed<O::Key>,
+        handed: &Handed<O::Key, Triggers>,
         attempt: u32,
         ran: Ran<R::Error>,
         took: Duration,

@@ -15,6 +15,10 @@
 //! of the last event may be kept back once, so that a burst of changes to
 //! one key reaches the queue in one piece.
 //!
+//! Each event comes with its object's key, computed once by the informer
+//! when it applied the change (or taken from the cache, or from a
+//! deletion): `Object::key` is user code, so no handler calls it again.
+//!
 //! # Lock order
 //!
 //! The subscriber lock, then the store's cache lock.
@@ -33,10 +37,13 @@ use crate::source::Object;
 /// list or replay holds back what a buffering handler gathered.
 pub(crate) const FLUSH_EVERY: usize = 256;
 
+/// An event with its object's key.
+pub(crate) type Keyed<O> = (<O as Object>::Key, Event<O>);
+
 /// What a subscriber does with events.
-pub(crate) trait Handler<O>: Send {
-    /// One event, in order.
-    fn event(&mut self, event: &Event<O>);
+pub(crate) trait Handler<O: Object>: Send {
+    /// One event, in order, with its object's key.
+    fn event(&mut self, key: &O::Key, event: &Event<O>);
 
     /// A run of events ended: act on anything buffered.
     fn flush(&mut self) {}
@@ -54,8 +61,8 @@ pub(crate) trait Handler<O>: Send {
 /// [`Informer::subscribe`](super::Informer::subscribe) takes).
 pub(crate) struct EachEvent<F>(pub(crate) F);
 
-impl<O, F: FnMut(&Event<O>) + Send> Handler<O> for EachEvent<F> {
-    fn event(&mut self, event: &Event<O>) {
+impl<O: Object, F: FnMut(&Event<O>) + Send> Handler<O> for EachEvent<F> {
+    fn event(&mut self, _key: &O::Key, event: &Event<O>) {
         (self.0)(event);
     }
 }
@@ -91,8 +98,8 @@ impl<O: Object> Subscribers<O> {
     pub(crate) fn add(&self, store: &Store<O>, mut handler: Box<dyn Handler<O>>) -> u64 {
         let mut list = self.list.lock();
         if store.is_synced() {
-            for (n, object) in store.snapshot().into_iter().enumerate() {
-                handler.event(&Event::Initial(object));
+            for (n, (key, object)) in store.snapshot().into_iter().enumerate() {
+                handler.event(&key, &Event::Initial(object));
                 if (n + 1) % FLUSH_EVERY == 0 {
                     handler.flush();
                 }
@@ -124,10 +131,10 @@ impl<O: Object> HandlerList<O> {
         self.handlers.is_empty()
     }
 
-    /// Calls every handler with `event`.
-    pub(crate) fn deliver(&mut self, event: &Event<O>) {
+    /// Calls every handler with `event`, about the object under `key`.
+    pub(crate) fn deliver(&mut self, key: &O::Key, event: &Event<O>) {
         for (_, handler) in &mut self.handlers {
-            handler.event(event);
+            handler.event(key, event);
         }
     }
 
@@ -147,13 +154,13 @@ impl<O: Object> HandlerList<O> {
 
     /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end
     /// (even when a handler panics: what the others gathered is not lost).
-    pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Event<O>>)
+    pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Keyed<O>>)
     where
         O: 'e,
     {
         let list = FlushOnDrop(self);
-        for (n, event) in events.into_iter().enumerate() {
-            list.0.deliver(event);
+        for (n, (key, event)) in events.into_iter().enumerate() {
+            list.0.deliver(key, event);
             if (n + 1) % FLUSH_EVERY == 0 {
                 list.0.flush();
             }

@@ -14,7 +14,6 @@
 //! The informer's subscriber lock, then this cache's lock. Readers take only
 //! the cache's lock, briefly; no lock is held across an `.await`.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +23,7 @@ use foldhash::fast::RandomState;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use super::dispatch::Keyed;
 use super::{Event, InformerError};
 use crate::source::{Object, Revision};
 
@@ -298,30 +298,25 @@ impl<O: Object> Store<O> {
             .send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
-    /// Caches `object` unless the cached one is as new or newer.
-    pub(crate) fn apply(&self, key: O::Key, object: Arc<O>) -> Applied<O> {
+    /// Caches `object` under `key` unless the cached one is as new or newer.
+    ///
+    /// The caller keeps its key (for the event): an update takes one lookup
+    /// and no clone; a creation clones the key to store it.
+    pub(crate) fn apply(&self, key: &O::Key, object: Arc<O>) -> Applied<O> {
         let shared = &*self.shared;
         let mut cache = shared.cache.write();
-        // Kept for the indexes (a key and the new object), if there are any.
-        let indexed = !shared.index_fns.is_empty();
-        let new = indexed.then(|| Arc::clone(&object));
-        // One lookup: the entry both checks the cached version and stores.
-        let (old, key) = match cache.objects.entry(key) {
-            Entry::Occupied(mut entry) => {
-                if entry.get().version() >= object.version() {
-                    return Applied::Stale;
-                }
-                let key = indexed.then(|| entry.key().clone());
-                (Some(std::mem::replace(entry.get_mut(), object)), key)
-            }
-            Entry::Vacant(entry) => {
-                let key = indexed.then(|| entry.key().clone());
-                entry.insert(object);
-                (None, key)
+        // Kept for the indexes, if there are any.
+        let new = (!shared.index_fns.is_empty()).then(|| Arc::clone(&object));
+        let old = match cache.objects.get_mut(key) {
+            Some(cached) if cached.version() >= object.version() => return Applied::Stale,
+            Some(cached) => Some(std::mem::replace(cached, object)),
+            None => {
+                cache.objects.insert(key.clone(), object);
+                None
             }
         };
-        if let (Some(key), Some(new)) = (key, new) {
-            cache.reindex(&shared.index_fns, &key, old.as_deref(), Some(&new));
+        if let Some(new) = new {
+            cache.reindex(&shared.index_fns, key, old.as_deref(), Some(&new));
         }
         Applied::Stored(old)
     }
@@ -376,7 +371,7 @@ impl<O: Object> Store<O> {
                     None => object,
                 };
                 let key = object.key();
-                let kept = diff.keep(old.objects.get(&key), object);
+                let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
             }
             diff.vanished(&old.objects, &fresh.objects);
@@ -390,25 +385,33 @@ impl<O: Object> Store<O> {
         }
     }
 
-    /// A list of every cached object, for resyncs and late subscribers.
-    pub(crate) fn snapshot(&self) -> Vec<Arc<O>> {
-        self.list()
+    /// Every cached object with its key, for resyncs and late subscribers:
+    /// the keys come from the cache, not from `Object::key` (user code).
+    pub(crate) fn snapshot(&self) -> Vec<(O::Key, Arc<O>)> {
+        let cache = self.shared.cache.read();
+        let entries = cache.objects.iter();
+        entries.map(|(k, o)| (k.clone(), Arc::clone(o))).collect()
+    }
+
+    /// Every cached key (see [`snapshot`](Self::snapshot)).
+    pub(crate) fn keys(&self) -> Vec<O::Key> {
+        self.shared.cache.read().objects.keys().cloned().collect()
     }
 }
 
 /// The differences a relist finds between the cache and the listed objects.
 struct Diff<O: Object> {
-    events: Vec<Event<O>>,
+    events: Vec<Keyed<O>>,
     stale: u64,
     initial: bool,
     with_events: bool,
 }
 
 impl<O: Object> Diff<O> {
-    /// What to cache for a listed `object` whose cached state is `cached`:
-    /// the cached `Arc` when the version is the same (no event) or newer
-    /// (counted as stale), a new `Arc` otherwise (an event).
-    fn keep(&mut self, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
+    /// What to cache for a listed `object` under `key` whose cached state
+    /// is `cached`: the cached `Arc` when the version is the same (no event)
+    /// or newer (counted as stale), a new `Arc` otherwise (an event).
+    fn keep(&mut self, key: &O::Key, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
         match cached {
             Some(cached) if cached.version() == object.version() => return Arc::clone(cached),
             Some(cached) if cached.version() > object.version() => {
@@ -419,14 +422,15 @@ impl<O: Object> Diff<O> {
         }
         let new = Arc::new(object);
         if self.with_events {
-            self.events.push(if self.initial {
+            let event = if self.initial {
                 Event::Initial(Arc::clone(&new))
             } else {
                 Event::Applied {
                     old: cached.cloned(),
                     new: Arc::clone(&new),
                 }
-            });
+            };
+            self.events.push((key.clone(), event));
         }
         new
     }
@@ -442,13 +446,13 @@ impl<O: Object> Diff<O> {
         }
         let gone = old.iter().filter(|(key, _)| !fresh.contains_key(*key));
         self.events
-            .extend(gone.map(|(_, object)| Event::Deleted(Arc::clone(object))));
+            .extend(gone.map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object)))));
     }
 }
 
 /// The outcome of [`Store::replace`].
 pub(crate) struct Replaced<O: Object> {
-    pub(crate) events: Vec<Event<O>>,
+    pub(crate) events: Vec<Keyed<O>>,
     pub(crate) stale: u64,
     /// The replaced cache, to drop outside every lock.
     pub(crate) old: Cache<O>,

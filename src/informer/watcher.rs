@@ -405,14 +405,16 @@ impl<'a, O: Object> Runner<'a, O> {
         self.tombstones.forget(&key);
         let new = Arc::new(object);
         let mut subscribers = shared.subscribers.lock();
-        match shared.store.apply(key, Arc::clone(&new)) {
+        match shared.store.apply(&key, Arc::clone(&new)) {
             Applied::Stale => {
                 drop(subscribers);
                 Counters::bump(&shared.counters.stale_ignored);
             }
             Applied::Stored(old) => {
+                // The key computed above goes with the event: handlers do
+                // not call `Object::key` (user code) again.
                 let event = Event::Applied { old, new };
-                subscribers.deliver(&event);
+                subscribers.deliver(&key, &event);
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
             }
@@ -426,7 +428,7 @@ impl<'a, O: Object> Runner<'a, O> {
         match shared.store.remove(&key, revision) {
             Removed::Gone(old) => {
                 let event = Event::Deleted(old);
-                subscribers.deliver(&event);
+                subscribers.deliver(&key, &event);
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
             }
@@ -467,7 +469,7 @@ impl<'a, O: Object> Runner<'a, O> {
             .store
             .snapshot()
             .into_iter()
-            .map(Event::Resync)
+            .map(|(key, object)| (key, Event::Resync(object)))
             .collect();
         tracing::debug!(objects = events.len(), "resync");
         subscribers.deliver_all(&events);

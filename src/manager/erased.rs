@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::{Controller, ControllerError, Reconciler};
 use crate::informer::{Informer, InformerError, InformerStats};
-use crate::queue::{QueueKey, QueueStats, WorkQueue};
+use crate::queue::{Payload, QueueKey, QueueStats, WorkQueue};
 use crate::source::{Object, ObjectKey};
 
 /// Reads the current fencing token (`None` when not leading).
@@ -69,7 +69,7 @@ pub(super) trait QueueView: Send + Sync {
     fn shutdown(&self);
 }
 
-impl<K: QueueKey> QueueView for WorkQueue<K> {
+impl<K: QueueKey, T: Payload> QueueView for WorkQueue<K, T> {
     fn stats(&self) -> QueueStats {
         WorkQueue::stats(self)
     }

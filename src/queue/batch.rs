@@ -7,7 +7,7 @@
 //! for this worker) and the keys it finished but has not ended. Releasing it
 //! (or dropping it: the worker's task aborted, or a reconcile that waits)
 //! ends the finished keys and hands the unstarted ones back, ready again
-//! first in their level with their marks, priority and age.
+//! first in their level with their payload, priority and age.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,19 +16,19 @@ use tokio::time::Instant;
 
 use super::core::{Core, Handed, Next, Restored};
 use super::stamp::Stamp;
-use super::{QueueKey, Taken, WorkQueue};
+use super::{Payload, QueueKey, Taken, WorkQueue};
 
 /// See the module docs.
-pub(crate) struct Batch<'a, K: QueueKey> {
-    queue: &'a WorkQueue<K>,
-    unstarted: VecDeque<Handed<K>>,
+pub(crate) struct Batch<'a, K: QueueKey, T: Payload> {
+    queue: &'a WorkQueue<K, T>,
+    unstarted: VecDeque<Handed<K, T>>,
     /// Keys processed, with how long each took, to end on the next trip.
     finished: Vec<(K, Duration)>,
 }
 
-impl<K: QueueKey> WorkQueue<K> {
+impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// An empty batch over this queue, for one worker.
-    pub(crate) fn batch(&self) -> Batch<'_, K> {
+    pub(crate) fn batch(&self) -> Batch<'_, K, T> {
         Batch {
             queue: self,
             unstarted: VecDeque::new(),
@@ -37,14 +37,14 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 }
 
-impl<K: QueueKey> Batch<'_, K> {
+impl<K: QueueKey, T: Payload> Batch<'_, K, T> {
     /// The next key to process, its time in the queue reported as it starts
     /// at `now` (the caller's reading of tokio's clock). When no key is left
     /// unstarted but some are finished, ends those and takes up to `max`
     /// more first (see [`refill`](Self::refill)). Once the queue is shut
     /// down no unstarted key is handed out: they are dropped. `None` when
     /// the batch is empty: wait with [`WorkQueue::get_handed`].
-    pub(crate) fn next(&mut self, now: Instant, max: usize, spare: usize) -> Option<Handed<K>> {
+    pub(crate) fn next(&mut self, now: Instant, max: usize, spare: usize) -> Option<Handed<K, T>> {
         if !self.unstarted.is_empty() && self.queue.is_closed() {
             self.release();
         }
@@ -157,12 +157,12 @@ impl<K: QueueKey> Batch<'_, K> {
 
     /// The unstarted keys, first to start first.
     #[cfg(all(test, not(tend_loom)))]
-    pub(crate) fn unstarted(&self) -> impl Iterator<Item = &Handed<K>> {
+    pub(crate) fn unstarted(&self) -> impl Iterator<Item = &Handed<K, T>> {
         self.unstarted.iter()
     }
 }
 
-impl<K: QueueKey> Drop for Batch<'_, K> {
+impl<K: QueueKey, T: Payload> Drop for Batch<'_, K, T> {
     fn drop(&mut self) {
         self.release();
     }
@@ -171,12 +171,12 @@ impl<K: QueueKey> Drop for Batch<'_, K> {
 /// Takes ready keys into `taken` while it holds fewer than `max - 1` (the
 /// first key of the run is taken by the caller's look) and more than
 /// `spare` stay ready; returns how many timers fired meanwhile.
-fn take_more<K: QueueKey>(
-    core: &mut Core<K>,
+fn take_more<K: QueueKey, T: Payload>(
+    core: &mut Core<K, T>,
     now: Stamp,
     max: usize,
     spare: usize,
-    taken: &mut VecDeque<Handed<K>>,
+    taken: &mut VecDeque<Handed<K, T>>,
 ) -> usize {
     let mut fired = 0;
     while taken.len() + 1 < max && core.ready_len() > spare {
@@ -201,7 +201,11 @@ fn take_more<K: QueueKey>(
 /// flight; returns how many were queued again (dirty), counting a key
 /// debounced again ahead of every other timer as one (a sleeping worker
 /// must look again).
-fn end<K: QueueKey>(core: &mut Core<K>, finished: &mut Vec<(K, Duration)>, now: Stamp) -> usize {
+fn end<K: QueueKey, T: Payload>(
+    core: &mut Core<K, T>,
+    finished: &mut Vec<(K, Duration)>,
+    now: Stamp,
+) -> usize {
     let mut requeued = 0;
     finished.retain(|(key, _)| match core.done(key, now) {
         Ok(done) => {

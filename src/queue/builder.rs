@@ -1,13 +1,14 @@
 //! Configuration of a [`WorkQueue`].
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::{Core, Debounce};
 use super::observer::NoopObserver;
 use super::rate_limit::{RateLimiter, default_rate_limiter};
-use super::{QueueKey, QueueObserver, Shared, WorkQueue};
+use super::{Payload, QueueKey, QueueObserver, Shared, WorkQueue};
 use crate::sync::Mutex;
 
 /// Configures a [`WorkQueue`]; start from [`WorkQueue::builder`].
@@ -28,26 +29,44 @@ use crate::sync::Mutex;
 /// # Ok::<(), tend::rate_limit::RateLimitError>(())
 /// ```
 #[must_use]
-pub struct WorkQueueBuilder<K> {
+pub struct WorkQueueBuilder<K, T = ()> {
     name: String,
     limiter: Option<Box<dyn RateLimiter<K>>>,
     observer: Arc<dyn QueueObserver>,
     max_wait: Duration,
     debounce: Option<Debounce>,
+    payload: PhantomData<fn() -> T>,
 }
 
-impl<K: QueueKey> WorkQueueBuilder<K> {
-    /// Ten seconds: long enough that a resync storm does not slow fresh
-    /// changes, short enough that no key waits unnoticed.
-    const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+/// Ten seconds: long enough that a resync storm does not slow fresh
+/// changes, short enough that no key waits unnoticed.
+const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
 
+impl<K: QueueKey> WorkQueueBuilder<K> {
     pub(super) fn new() -> Self {
         Self {
             name: String::from("workqueue"),
             limiter: None,
             observer: Arc::new(NoopObserver),
-            max_wait: Self::DEFAULT_MAX_WAIT,
+            max_wait: DEFAULT_MAX_WAIT,
             debounce: None,
+            payload: PhantomData,
+        }
+    }
+}
+
+impl<K: QueueKey, T: Payload> WorkQueueBuilder<K, T> {
+    /// Makes the queue carry a [`Payload`] `U` with each key (default
+    /// `()`, none), for [`WorkQueue::enqueue`] and
+    /// [`WorkQueue::get_with_payload`].
+    pub fn payload<U: Payload>(self) -> WorkQueueBuilder<K, U> {
+        WorkQueueBuilder {
+            name: self.name,
+            limiter: self.limiter,
+            observer: self.observer,
+            max_wait: self.max_wait,
+            debounce: self.debounce,
+            payload: PhantomData,
         }
     }
 
@@ -97,7 +116,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
 
     /// Builds the queue.
     #[must_use]
-    pub fn build(self) -> WorkQueue<K> {
+    pub fn build(self) -> WorkQueue<K, T> {
         let limiter = self
             .limiter
             .unwrap_or_else(|| Box::new(default_rate_limiter()));
@@ -119,7 +138,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
     }
 }
 
-impl<K> fmt::Debug for WorkQueueBuilder<K> {
+impl<K, T> fmt::Debug for WorkQueueBuilder<K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkQueueBuilder")
             .field("name", &self.name)

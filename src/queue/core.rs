@@ -13,13 +13,14 @@
 //! - A key in flight is never ready; an add marks it dirty instead, and
 //!   `done` queues it again. One map for all three keeps every operation to
 //!   one hash lookup (two when a slot empties).
-//! - Each pending state carries `Marks`: opaque bits merged by every add
-//!   that lands on it and handed out with the key (the controller's "why did
-//!   this run"). A timer's marks count only if it fires: an add that makes
-//!   the key ready sooner cancels the timer and its marks with it.
+//! - Each pending state carries a payload (`T: Payload`, opaque here)
+//!   merged by every add that lands on it and handed out with the key (the
+//!   controller's "why did this run"). A timer's payload counts only if it
+//!   fires: an add that makes the key ready sooner cancels the timer and its
+//!   payload with it.
 //! - A debounced add (a change event, when the queue debounces) sets a
 //!   debounced timer `window` ahead, which later debounced adds push back,
-//!   never past `max` after the first of them (its limit). Its marks record
+//!   never past `max` after the first of them (its limit). Its payload records
 //!   changes that happened, so they outlive it when an add or an earlier
 //!   timer replaces it. It never delays a key that is ready, nor a plain
 //!   timer (a retry, a requeue) due sooner. In flight, only debounced adds
@@ -44,14 +45,11 @@ use foldhash::fast::RandomState;
 
 use super::lanes::{Lanes, Place, Ready};
 use super::levels::ReadyEntry;
+use super::payload::{Payload, merged};
 use super::shrink;
 use super::slot::{DEBOUNCED, DIRTY, Dirty, IN_FLIGHT, Queued, READY, SCHEDULED, Slot, Timer};
 use super::stamp::Stamp;
 use super::{Priority, QueueKey};
-
-/// Bits an add attaches to its key, OR-ed together until the key is handed
-/// out (see the module docs).
-pub(crate) type Marks = u16;
 
 /// How a queue debounces change events (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +63,8 @@ pub(crate) struct Debounce {
 /// Stale entries tolerated before a compaction is considered.
 const COMPACT_FLOOR: usize = 64;
 
-pub(crate) struct Core<K> {
-    slots: HashMap<K, Slot, RandomState>,
+pub(crate) struct Core<K, T = ()> {
+    slots: HashMap<K, Slot<T>, RandomState>,
     lanes: Lanes<K>,
     max_wait: Duration,
     debounce: Option<Debounce>,
@@ -110,12 +108,12 @@ pub(crate) enum Scheduled {
 
 /// What `next` found for a worker.
 #[derive(Debug)]
-pub(crate) enum Next<K> {
-    /// A key to process with its marks, how long it waited, and how many
+pub(crate) enum Next<K, T> {
+    /// A key to process with its payload, how long it waited, and how many
     /// timers fired while looking (if more keys than this one became ready,
     /// another worker should be woken).
     Key {
-        handed: Handed<K>,
+        handed: Handed<K, T>,
         waited: Duration,
         fired: usize,
     },
@@ -129,12 +127,12 @@ pub(crate) enum Next<K> {
     ShutDown,
 }
 
-/// A key handed to a worker, with what the queue needs to take it back
-/// (`restore`): its priority and since when it was ready.
+/// A key handed to a worker with its payload, and what the queue needs to
+/// take it back (`restore`): its priority and since when it was ready.
 #[derive(Debug, Clone)]
-pub(crate) struct Handed<K> {
+pub(crate) struct Handed<K, T> {
     pub(crate) key: K,
-    pub(crate) marks: Marks,
+    pub(crate) payload: T,
     pub(crate) priority: Priority,
     pub(crate) since: Stamp,
 }
@@ -164,7 +162,7 @@ pub(crate) struct Finished {
     pub(crate) earliest_timer: bool,
 }
 
-impl<K: QueueKey> Core<K> {
+impl<K: QueueKey, T: Payload> Core<K, T> {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
             slots: HashMap::default(),
@@ -195,7 +193,7 @@ impl<K: QueueKey> Core<K> {
         &mut self,
         key: K,
         priority: Priority,
-        marks: Marks,
+        payload: T,
         now: impl FnOnce() -> Stamp,
     ) -> Added {
         if self.shut_down {
@@ -208,7 +206,7 @@ impl<K: QueueKey> Core<K> {
                 let ready = Ready {
                     priority,
                     since: now(),
-                    marks,
+                    payload,
                 };
                 self.lanes.make_ready(slot, key, ready, Place::Back);
                 Added::Queued
@@ -216,9 +214,10 @@ impl<K: QueueKey> Core<K> {
             Entry::Occupied(mut entry) => {
                 let slot = entry.get_mut();
                 if slot.has(IN_FLIGHT) {
-                    return add_in_flight(&mut self.lanes, slot, priority, marks, now, false);
+                    return add_in_flight(&mut self.lanes, slot, priority, payload, now, false);
                 }
-                let Some(ready) = pending_ready(&mut self.lanes, slot, priority, marks, now) else {
+                let Some(ready) = pending_ready(&mut self.lanes, slot, priority, payload, now)
+                else {
                     return Added::Deduplicated;
                 };
                 let added = if slot.has(READY) {
@@ -237,21 +236,21 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// Schedules `key` at `deadline` to become ready at `priority`, with
-    /// `marks`, which count only if this timer is the one that makes the key
+    /// `payload`, which counts only if this timer is the one that makes the key
     /// ready. A timer already due sooner stays, at the higher priority.
     pub(crate) fn add_after(
         &mut self,
         key: K,
         deadline: Stamp,
         priority: Priority,
-        marks: Marks,
+        payload: T,
         now: Stamp,
     ) -> Scheduled {
         if self.shut_down {
             return Scheduled::Rejected;
         }
         if deadline <= now {
-            return Scheduled::Now(self.add(key, priority, marks, || now));
+            return Scheduled::Now(self.add(key, priority, payload, || now));
         }
         let (key, slot) = match self.slots.entry(key) {
             Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
@@ -270,7 +269,7 @@ impl<K: QueueKey> Core<K> {
         let ready = Ready {
             priority,
             since: deadline,
-            marks,
+            payload,
         };
         let earliest = self.lanes.schedule(slot, key, deadline, ready, None);
         self.compact_if_needed();
@@ -281,32 +280,32 @@ impl<K: QueueKey> Core<K> {
     /// queue does not debounce): `key` becomes ready a window after this
     /// add, or at its limit (`max` after the first add it waits for),
     /// whichever is first. A ready key, or a plain timer due sooner, stays
-    /// as it is (the marks merged); a key in flight is marked dirty.
+    /// as it is (the payload merged); a key in flight is marked dirty.
     pub(crate) fn debounce(
         &mut self,
         key: K,
         priority: Priority,
-        marks: Marks,
+        payload: T,
         now: impl FnOnce() -> Stamp,
     ) -> Scheduled {
         let Some(debounce) = self.debounce else {
-            return Scheduled::Now(self.add(key, priority, marks, now));
+            return Scheduled::Now(self.add(key, priority, payload, now));
         };
         let now = now();
         let deadline = now.after(debounce.window);
         if self.shut_down || deadline <= now {
-            return Scheduled::Now(self.add(key, priority, marks, || now));
+            return Scheduled::Now(self.add(key, priority, payload, || now));
         }
         let (key, slot) = match self.slots.entry(key) {
             Entry::Occupied(entry) => (entry.key().clone(), entry.into_mut()),
             Entry::Vacant(entry) => (entry.key().clone(), entry.insert(Slot::default())),
         };
         if slot.has(IN_FLIGHT) {
-            let added = add_in_flight(&mut self.lanes, slot, priority, marks, || now, true);
+            let added = add_in_flight(&mut self.lanes, slot, priority, payload, || now, true);
             return Scheduled::Now(added);
         }
         if slot.has(READY) {
-            return Scheduled::Now(self.add(key, priority, marks, || now));
+            return Scheduled::Now(self.add(key, priority, payload, || now));
         }
         let timer = slot.timer();
         let limit = match timer {
@@ -325,13 +324,13 @@ impl<K: QueueKey> Core<K> {
         });
         if stays {
             slot.priority = slot.priority.max(priority);
-            slot.marks |= marks;
+            slot.payload.merge(payload);
             return Scheduled::Deduplicated;
         }
         let ready = Ready {
             priority,
             since: deadline,
-            marks,
+            payload,
         };
         let earliest = self.lanes.schedule(slot, key, deadline, ready, Some(limit));
         self.compact_if_needed();
@@ -339,9 +338,9 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// If `key` will be handed out without another add (ready, scheduled, or
-    /// dirty while processing), adds `marks` to that pending state and
+    /// dirty while processing), adds `payload` to that pending state and
     /// returns true.
-    pub(crate) fn mark_pending(&mut self, key: &K, marks: Marks) -> bool {
+    pub(crate) fn merge_pending(&mut self, key: &K, payload: T) -> bool {
         let Some(slot) = self.slots.get_mut(key) else {
             return false;
         };
@@ -352,12 +351,12 @@ impl<K: QueueKey> Core<K> {
             // A retry of a key made dirty by changes: no later than `done`.
             slot.state &= !DEBOUNCED;
         }
-        // The marks of whichever of the three the key is in.
-        slot.marks |= marks;
+        // The payload of whichever of the three the key is in.
+        slot.payload.merge(payload);
         true
     }
 
-    pub(crate) fn next(&mut self, now: Stamp) -> Next<K> {
+    pub(crate) fn next(&mut self, now: Stamp) -> Next<K, T> {
         if self.shut_down {
             return Next::ShutDown;
         }
@@ -371,7 +370,7 @@ impl<K: QueueKey> Core<K> {
         Next::Key {
             handed: Handed {
                 key,
-                marks: queued.marks,
+                payload: queued.payload,
                 priority: queued.priority,
                 since: queued.since,
             },
@@ -401,7 +400,7 @@ impl<K: QueueKey> Core<K> {
         let ready = Ready {
             priority: dirty.priority,
             since: dirty.since,
-            marks: dirty.marks,
+            payload: dirty.payload,
         };
         if let Some((deadline, limit)) = debounced_again(self.debounce, &dirty, now) {
             let ready = Ready {
@@ -419,14 +418,14 @@ impl<K: QueueKey> Core<K> {
     }
 
     /// Hands back a key taken but not started: ready again first in its
-    /// level, with its priority, marks and age, as if never taken. What an
+    /// level, with its priority, payload and age, as if never taken. What an
     /// add made dirty meanwhile is merged in, and a timer set meanwhile is
     /// cancelled (ready is sooner). After shutdown the key is dropped.
-    pub(crate) fn restore(&mut self, handed: Handed<K>) -> Restored {
+    pub(crate) fn restore(&mut self, handed: Handed<K, T>) -> Restored {
         let Handed {
             key,
             priority,
-            marks,
+            payload,
             since,
         } = handed;
         let Some(slot) = self.slots.get_mut(&key).filter(|s| s.has(IN_FLIGHT)) else {
@@ -443,16 +442,16 @@ impl<K: QueueKey> Core<K> {
         let mut ready = Ready {
             priority,
             since,
-            marks,
+            payload,
         };
         if let Some(dirty) = slot.take_dirty() {
             ready.priority = ready.priority.max(dirty.priority);
-            ready.marks |= dirty.marks;
+            ready.payload.merge(dirty.payload);
             ready.since = ready.since.min(dirty.since);
         }
         if let Some(timer) = self.lanes.cancel_timer(slot) {
             ready.priority = ready.priority.max(timer.priority);
-            ready.marks |= timer.kept_marks();
+            ready.payload = timer.merge_kept(ready.payload);
         }
         self.lanes.make_ready(slot, key, ready, Place::Front);
         Restored::Ready
@@ -466,7 +465,7 @@ impl<K: QueueKey> Core<K> {
         }
         self.shut_down = true;
         let mut dirty = 0;
-        // Keep only the in-flight keys, without their dirty marks.
+        // Keep only the in-flight keys, without their dirty state.
         self.slots.retain(|_, slot| {
             slot.take_queued();
             slot.take_timer();
@@ -585,13 +584,13 @@ impl<K: QueueKey> Core<K> {
             };
             fired += 1;
             if slot.has(IN_FLIGHT) {
-                slot.mark_dirty(timer.priority, entry.deadline, timer.marks, false);
+                slot.mark_dirty(timer.priority, entry.deadline, timer.payload, false);
                 continue;
             }
             let ready = Ready {
                 priority: timer.priority,
                 since: entry.deadline,
-                marks: timer.marks,
+                payload: timer.payload,
             };
             self.lanes.make_ready(slot, entry.key, ready, Place::Back);
         }
@@ -606,7 +605,7 @@ impl<K: QueueKey> Core<K> {
     /// `max_wait` in a lower level goes first, so low priorities never starve
     /// yet never take more than half the throughput from fresh changes. The
     /// key is marked in flight.
-    fn pop_ready(&mut self, now: Stamp) -> Option<(K, Queued)> {
+    fn pop_ready(&mut self, now: Stamp) -> Option<(K, Queued<T>)> {
         loop {
             let (at, several_levels) = self.choose_level(now)?;
             let entry = self.lanes.levels.pop(at)?;
@@ -682,7 +681,10 @@ impl<K: QueueKey> Core<K> {
 }
 
 /// Whether `entry` is its key's live ready entry.
-fn is_live<K: QueueKey>(slots: &HashMap<K, Slot, RandomState>, entry: &ReadyEntry<K>) -> bool {
+fn is_live<K: QueueKey, T: Payload>(
+    slots: &HashMap<K, Slot<T>, RandomState>,
+    entry: &ReadyEntry<K>,
+) -> bool {
     slots
         .get(&entry.key)
         .and_then(|s| s.queued())
@@ -691,9 +693,9 @@ fn is_live<K: QueueKey>(slots: &HashMap<K, Slot, RandomState>, entry: &ReadyEntr
 
 /// When a key made dirty by debounced adds only runs again: a window after
 /// `now`, at most its limit from the first of those adds (`None`: now).
-fn debounced_again(
+fn debounced_again<T>(
     debounce: Option<Debounce>,
-    dirty: &Dirty,
+    dirty: &Dirty<T>,
     now: Stamp,
 ) -> Option<(Stamp, Stamp)> {
     let debounce = debounce.filter(|_| dirty.debounced)?;
@@ -706,61 +708,61 @@ fn debounced_again(
 /// (dirty), which is sooner than any timer it had, at the higher priority.
 /// Only `debounced` adds leave it debounced, and only if it had no plain
 /// timer (that would have run it sooner than a window after `done`).
-fn add_in_flight<K: Clone>(
+fn add_in_flight<K: Clone, T: Payload>(
     lanes: &mut Lanes<K>,
-    slot: &mut Slot,
+    slot: &mut Slot<T>,
     priority: Priority,
-    marks: Marks,
+    payload: T,
     now: impl FnOnce() -> Stamp,
     debounced: bool,
 ) -> Added {
     if slot.has(DIRTY) {
-        slot.mark_dirty(priority, Stamp::default(), marks, debounced);
+        slot.mark_dirty(priority, Stamp::default(), payload, debounced);
         return Added::Deduplicated;
     }
     // Taken first: a timer and dirty share fields.
-    let (priority, marks, debounced) = match lanes.cancel_timer(slot) {
+    let (priority, payload, debounced) = match lanes.cancel_timer(slot) {
         Some(timer) => (
             timer.priority.max(priority),
-            marks | timer.kept_marks(),
+            timer.merge_kept(payload),
             debounced && timer.limit.is_some(),
         ),
-        None => (priority, marks, debounced),
+        None => (priority, payload, debounced),
     };
-    slot.mark_dirty(priority, now(), marks, debounced);
+    slot.mark_dirty(priority, now(), payload, debounced);
     Added::Dirty
 }
 
 /// An add for a key ready or scheduled: what it is made ready with, or
-/// `None` when it stays as it is (ready at a priority as high; the marks
+/// `None` when it stays as it is (ready at a priority as high; the payload
 /// merged). A raised priority moves it to the new level, keeping its age; a
 /// timer is cancelled (now is sooner), the higher priority winning.
-fn pending_ready<K: Clone>(
+fn pending_ready<K: Clone, T: Payload>(
     lanes: &mut Lanes<K>,
-    slot: &mut Slot,
+    slot: &mut Slot<T>,
     priority: Priority,
-    marks: Marks,
+    payload: T,
     now: impl FnOnce() -> Stamp,
-) -> Option<Ready> {
+) -> Option<Ready<T>> {
     match slot.queued() {
         Some(queued) if queued.priority >= priority => {
-            slot.marks |= marks;
+            slot.payload.merge(payload);
             None
         }
         Some(queued) => Some(Ready {
             priority,
             since: queued.since,
-            marks: queued.marks | marks,
+            payload: merged(queued.payload, payload),
         }),
         None => {
-            let (priority, marks) = match lanes.cancel_timer(slot) {
-                Some(timer) => (timer.priority.max(priority), marks | timer.kept_marks()),
-                None => (priority, marks),
+            let (priority, payload) = match lanes.cancel_timer(slot) {
+                Some(timer) => (timer.priority.max(priority), timer.merge_kept(payload)),
+                None => (priority, payload),
             };
             Some(Ready {
                 priority,
                 since: now(),
-                marks,
+                payload,
             })
         }
     }

@@ -12,8 +12,8 @@ use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
 
 use super::Priority;
-use super::core::Marks;
 use super::levels::{Levels, ReadyEntry};
+use super::payload::Payload;
 use super::shrink;
 use super::slot::{IN_FLIGHT, Queued, Slot, Timer};
 use super::stamp::Stamp;
@@ -57,9 +57,15 @@ impl<K: Clone> Lanes<K> {
         self.next_seq
     }
 
-    /// Makes `key` ready at `priority`, ready since `since`, with `marks`. A
-    /// key already ready moves to its new level (its old entry goes stale).
-    pub(super) fn make_ready(&mut self, slot: &mut Slot, key: K, ready: Ready, place: Place) {
+    /// Makes `key` ready at `priority`, ready since `since`, with `payload`.
+    /// A key already ready moves to its new level (its old entry goes stale).
+    pub(super) fn make_ready<T: Payload>(
+        &mut self,
+        slot: &mut Slot<T>,
+        key: K,
+        ready: Ready<T>,
+        place: Place,
+    ) {
         let seq = self.seq();
         if slot.take_queued().is_some() {
             self.stale_ready += 1;
@@ -69,13 +75,13 @@ impl<K: Clone> Lanes<K> {
         let Ready {
             priority,
             since,
-            marks,
+            payload,
         } = ready;
         slot.set_queued(Queued {
             seq,
             priority,
             since,
-            marks,
+            payload,
         });
         let entry = ReadyEntry { seq, since, key };
         match place {
@@ -86,7 +92,7 @@ impl<K: Clone> Lanes<K> {
 
     /// Cancels `slot`'s timer, if it has one (being ready or dirty is
     /// sooner), and returns it.
-    pub(super) fn cancel_timer(&mut self, slot: &mut Slot) -> Option<Timer> {
+    pub(super) fn cancel_timer<T: Payload>(&mut self, slot: &mut Slot<T>) -> Option<Timer<T>> {
         let timer = slot.take_timer()?;
         self.scheduled -= 1;
         self.stale_timers += 1;
@@ -94,23 +100,23 @@ impl<K: Clone> Lanes<K> {
     }
 
     /// Sets `slot`'s timer at `deadline` (replacing another, whose priority
-    /// it keeps if higher, and its marks if it was debounced); `limit` makes
+    /// it keeps if higher, and its payload if it was debounced); `limit` makes
     /// it a debounced timer, which later debounced adds may push back up to
     /// `limit`. Returns whether it is now the earliest.
-    pub(super) fn schedule(
+    pub(super) fn schedule<T: Payload>(
         &mut self,
-        slot: &mut Slot,
+        slot: &mut Slot<T>,
         key: K,
         deadline: Stamp,
-        ready: Ready,
+        ready: Ready<T>,
         limit: Option<Stamp>,
     ) -> bool {
-        let (priority, marks) = match self.cancel_timer(slot) {
+        let (priority, payload) = match self.cancel_timer(slot) {
             Some(old) => (
                 old.priority.max(ready.priority),
-                old.kept_marks() | ready.marks,
+                old.merge_kept(ready.payload),
             ),
-            None => (ready.priority, ready.marks),
+            None => (ready.priority, ready.payload),
         };
         self.scheduled += 1;
         let seq = self.seq();
@@ -118,7 +124,7 @@ impl<K: Clone> Lanes<K> {
             seq,
             deadline,
             priority,
-            marks,
+            payload,
             limit,
         });
         let earliest = self.timers.peek().is_none_or(|top| deadline < top.deadline);
@@ -136,14 +142,18 @@ impl<K: Clone> Lanes<K> {
     }
 
     /// `slot`'s timer fired (its entry popped): the timer is gone.
-    pub(super) fn fire(&mut self, slot: &mut Slot) -> Option<Timer> {
+    pub(super) fn fire<T: Payload>(&mut self, slot: &mut Slot<T>) -> Option<Timer<T>> {
         let timer = slot.take_timer()?;
         self.scheduled -= 1;
         Some(timer)
     }
 
     /// A ready key (its entry popped) goes to a worker at `now`.
-    pub(super) fn start(&mut self, slot: &mut Slot, now: Stamp) -> Option<Queued> {
+    pub(super) fn start<T: Payload>(
+        &mut self,
+        slot: &mut Slot<T>,
+        now: Stamp,
+    ) -> Option<Queued<T>> {
         let queued = slot.take_queued()?;
         slot.start(now);
         self.ready -= 1;
@@ -152,7 +162,7 @@ impl<K: Clone> Lanes<K> {
     }
 
     /// An in-flight key's worker is done with it (or handed it back).
-    pub(super) fn end(&mut self, slot: &mut Slot) {
+    pub(super) fn end<T>(&mut self, slot: &mut Slot<T>) {
         slot.state &= !IN_FLIGHT;
         self.in_flight -= 1;
     }
@@ -182,10 +192,10 @@ impl<K: Clone> Lanes<K> {
 
 /// What a key is made ready (or scheduled) with.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Ready {
+pub(super) struct Ready<T> {
     pub(super) priority: Priority,
     pub(super) since: Stamp,
-    pub(super) marks: Marks,
+    pub(super) payload: T,
 }
 
 pub(super) struct TimerEntry<K> {

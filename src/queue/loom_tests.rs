@@ -32,12 +32,12 @@ fn an_add_while_processing_is_never_lost() {
     loom::model(|| {
         let now = Stamp::default();
         let core = shared();
-        lock(&core).add(1, Priority::NORMAL, 0, || now);
+        lock(&core).add(1, Priority::NORMAL, (), || now);
         assert_eq!(take(&core, now), Some(1));
         let adder = {
             let core = core.clone();
             thread::spawn(move || {
-                lock(&core).add(1, Priority::NORMAL, 0, || now);
+                lock(&core).add(1, Priority::NORMAL, (), || now);
             })
         };
         lock(&core).done(&1, now).expect("in flight");
@@ -59,7 +59,7 @@ fn concurrent_gets_and_an_add_hand_the_key_out_once() {
                 thread::spawn(move || take(&core, now))
             })
             .collect();
-        lock(&core).add(1, Priority::NORMAL, 0, || now);
+        lock(&core).add(1, Priority::NORMAL, (), || now);
         let got = getters
             .into_iter()
             .filter_map(|g| g.join().expect("getter"))
@@ -89,7 +89,7 @@ fn shutdown_during_get_stops_the_worker() {
                 }
             })
         };
-        lock(&core).add(1, Priority::NORMAL, 0, || now);
+        lock(&core).add(1, Priority::NORMAL, (), || now);
         lock(&core).shut_down();
         worker.join().expect("worker");
         assert_eq!(lock(&core).in_flight_len(), 0);
@@ -101,12 +101,12 @@ fn a_drain_ends_when_the_last_key_is_done() {
     loom::model(|| {
         let now = Stamp::default();
         let core = shared();
-        lock(&core).add(1, Priority::NORMAL, 0, || now);
+        lock(&core).add(1, Priority::NORMAL, (), || now);
         assert_eq!(take(&core, now), Some(1));
         let worker = {
             let core = core.clone();
             thread::spawn(move || {
-                lock(&core).add(1, Priority::NORMAL, 0, || now);
+                lock(&core).add(1, Priority::NORMAL, (), || now);
                 lock(&core).done(&1, now).expect("in flight");
             })
         };

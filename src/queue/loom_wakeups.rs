@@ -34,7 +34,7 @@
 //!   documented contract, modelled above; their code is tokio's to check.
 //! - The observer and the rate limiter: they wake no one (the limiter only
 //!   picks an `add_after` delay).
-//! - Priorities, marks and runs (`Batch::refill`, `Batch::release` in `batch.rs`):
+//! - Priorities, payloads and runs (`Batch::refill`, `Batch::release` in `batch.rs`):
 //!   the core decides them under its lock (`loom_tests.rs` and the
 //!   proptests cover that), and their wake-ups are those modelled here: a
 //!   `notify_one` per key made ready (less those the worker takes itself),
@@ -251,7 +251,7 @@ impl Queue {
 
     /// `enqueue(When::Now)` and `after_add`.
     fn add(&self, key: u8) {
-        let added = lock(&self.core).add(key, Priority::NORMAL, 0, || self.ready.now());
+        let added = lock(&self.core).add(key, Priority::NORMAL, (), || self.ready.now());
         if added == Added::Queued {
             self.ready.notify_one();
         }
@@ -260,7 +260,8 @@ impl Queue {
     /// `enqueue(When::After)` and `after_schedule`.
     fn add_after(&self, key: u8, delay: Duration) {
         let now = self.ready.now();
-        let scheduled = lock(&self.core).add_after(key, now.after(delay), Priority::NORMAL, 0, now);
+        let scheduled =
+            lock(&self.core).add_after(key, now.after(delay), Priority::NORMAL, (), now);
         if matches!(
             scheduled,
             Scheduled::Now(Added::Queued) | Scheduled::Timer { earliest: true }
@@ -408,7 +409,7 @@ impl Queue {
     }
 
     /// Takes `count` ready keys under one lock, as a run does.
-    fn take_run(&self, count: usize) -> VecDeque<Handed<u8>> {
+    fn take_run(&self, count: usize) -> VecDeque<Handed<u8, ()>> {
         let mut core = lock(&self.core);
         let now = self.ready.now();
         (0..count)

@@ -18,15 +18,21 @@
 //! 5. Shutdown wakes every waiting worker; with drain, it waits for in-flight
 //!    keys.
 //!
+//! Each key's pending state carries a [`Payload`] (`payload.rs`), merged by
+//! every add that lands on it and handed out with the key; a timer's counts
+//! only if it fires; a key handed back unstarted keeps its own.
+//!
 //! # Structure and lock order
 //!
 //! A synchronous core (`core.rs`: plain data, no tokio) sits behind one mutex
 //! (through the loom shim in `sync.rs`); this file is the async shell that
 //! reads tokio's clock, wakes waiters through [`Notify`] and calls the
-//! observer. Two user callbacks run under the core's mutex, so they must not
-//! call back into the queue: [`QueueObserver::depth`] (so that depth reports
-//! arrive in order) and [`RateLimiter::when`]. Lock order: the core's mutex,
-//! then the rate limiter's own lock. No lock is held across an `.await`.
+//! observer. Three user callbacks run under the core's mutex, so they must
+//! not call back into the queue: [`QueueObserver::depth`] (so that depth
+//! reports arrive in order), [`RateLimiter::when`] and [`Payload::merge`]
+//! (with the key's own `Hash`, `Eq` and `Clone`). Lock order: the core's
+//! mutex, then the rate limiter's own lock. No lock is held across an
+//! `.await`.
 //!
 //! loom checks the core (`loom_tests.rs`) and, through a replica of this
 //! file's register-look-sleep and notify steps, the wake-up protocol
@@ -42,6 +48,7 @@ mod loom_tests;
 #[cfg(all(test, tend_loom))]
 mod loom_wakeups;
 mod observer;
+mod payload;
 mod priority;
 pub mod rate_limit;
 mod shrink;
@@ -60,36 +67,43 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 pub(crate) use self::batch::Batch;
+pub(crate) use self::core::Debounce;
 pub(crate) use self::core::Handed;
 use self::core::{Added, Core, Next, Scheduled};
-pub(crate) use self::core::{Debounce, Marks};
 use self::rate_limit::RateLimiter;
+pub(crate) use self::slot::slot_size;
 use self::stamp::{Epoch, Stamp};
 pub(crate) use crate::key::QueueKey;
 use crate::sync::{Mutex, lock};
 
 pub use self::builder::WorkQueueBuilder;
 pub use self::observer::{InFlightKey, QueueObserver, QueueStats};
+pub use self::payload::Payload;
 pub use self::priority::Priority;
 
 /// When an [`enqueue`](WorkQueue::enqueue)d key becomes ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum When {
+#[non_exhaustive]
+pub enum When {
     /// At once.
     Now,
     /// After this long (zero is at once).
     After(Duration),
     /// After the rate limiter's delay for the key, at least `floor`,
-    /// recording one more failure; a key already pending stays as it is.
-    Backoff { floor: Duration },
+    /// recording one more failure; a key already pending stays as it is
+    /// (see [`add_rate_limited`](WorkQueue::add_rate_limited)).
+    Backoff {
+        /// The shortest delay, whatever the rate limiter says.
+        floor: Duration,
+    },
 }
 
 /// One add of a run given to [`WorkQueue::add_many`].
 #[derive(Debug, Clone)]
-pub(crate) struct Add<K> {
+pub(crate) struct Add<K, T> {
     pub(crate) key: K,
     pub(crate) priority: Priority,
-    pub(crate) marks: Marks,
+    pub(crate) payload: T,
     /// A change event: debounced if the queue debounces, else at once.
     pub(crate) debounced: bool,
 }
@@ -112,6 +126,13 @@ pub struct DoneError {
 ///
 /// Cloning gives another handle to the same queue.
 ///
+/// Each key may carry a [`Payload`] `T`, merged by every add that lands on
+/// it and handed out with it ([`enqueue`](Self::enqueue),
+/// [`get_with_payload`](Self::get_with_payload)); a controller's queue
+/// carries each key's [`Triggers`](crate::controller::Triggers). A queue
+/// built with [`new`](Self::new) or [`builder`](Self::builder) carries none
+/// (`()`); [`WorkQueueBuilder::payload`] chooses one.
+///
 /// # Examples
 ///
 /// ```
@@ -129,13 +150,13 @@ pub struct DoneError {
 /// assert_eq!(queue.len(), 1);
 /// # Ok(()) }
 /// ```
-pub struct WorkQueue<K> {
-    shared: Arc<Shared<K>>,
+pub struct WorkQueue<K, T = ()> {
+    shared: Arc<Shared<K, T>>,
 }
 
-struct Shared<K> {
+struct Shared<K, T> {
     name: String,
-    core: Mutex<Core<K>>,
+    core: Mutex<Core<K, T>>,
     /// Wakes one worker per key that became ready, and all on shutdown.
     ready: Notify,
     /// Wakes `shutdown_with_drain` when in-flight work ends or is abandoned.
@@ -161,7 +182,9 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn builder() -> WorkQueueBuilder<K> {
         WorkQueueBuilder::new()
     }
+}
 
+impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// The queue's name, used in logs and metric labels.
     #[must_use]
     pub fn name(&self) -> &str {
@@ -180,7 +203,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// calls [`done`](Self::done); a pending timer for the key is cancelled
     /// (now is sooner). After shutdown the key is dropped.
     pub fn add_prioritized(&self, key: K, priority: Priority) {
-        self.enqueue(key, When::Now, priority, 0);
+        self.enqueue(key, When::Now, priority, T::default());
     }
 
     /// Adds `key` after `delay`. If the key is already due sooner (ready,
@@ -188,34 +211,40 @@ impl<K: QueueKey> WorkQueue<K> {
     /// the earlier deadline wins. A zero delay is an immediate
     /// [`add`](Self::add). Timed keys are queued at [`Priority::NORMAL`].
     pub fn add_after(&self, key: K, delay: Duration) {
-        self.enqueue(key, When::After(delay), Priority::NORMAL, 0);
+        self.enqueue(key, When::After(delay), Priority::NORMAL, T::default());
     }
 
-    /// The one way into the queue: `key` becomes ready `when` says, at
-    /// `priority` (or the higher priority it is pending at), with `marks`
-    /// for its next hand-out (merged into its pending state; a timer's count
-    /// only if that timer makes the key ready).
-    pub(crate) fn enqueue(&self, key: K, when: When, priority: Priority, marks: Marks) {
+    /// The one way into the queue, which every other add takes: `key`
+    /// becomes ready when `when` says, at `priority` (or the higher priority
+    /// it is pending at), with `payload` merged into what its next hand-out
+    /// carries (a timer's payload counts only if that timer makes the key
+    /// ready; see [`Payload`]). Otherwise as [`add_prioritized`](Self::add_prioritized)
+    /// ([`When::Now`]), [`add_after`](Self::add_after) ([`When::After`]; a
+    /// timer due sooner stays, at the higher priority) and
+    /// [`add_rate_limited`](Self::add_rate_limited) ([`When::Backoff`]: a
+    /// key already pending only gets the payload).
+    pub fn enqueue(&self, key: K, when: When, priority: Priority, payload: T) {
         match when {
             When::Now => {
                 let (added, _) =
-                    self.with_core(|core| core.add(key, priority, marks, || self.now()));
+                    self.with_core(|core| core.add(key, priority, payload, || self.now()));
                 self.after_add(added);
             }
             When::After(delay) => {
                 let now = self.now();
-                let (scheduled, _) = self
-                    .with_core(|core| core.add_after(key, now.after(delay), priority, marks, now));
+                let (scheduled, _) = self.with_core(|core| {
+                    core.add_after(key, now.after(delay), priority, payload, now)
+                });
                 self.after_schedule(scheduled);
             }
-            When::Backoff { floor } => self.enqueue_backoff(key, floor, priority, marks),
+            When::Backoff { floor } => self.enqueue_backoff(key, floor, priority, payload),
         }
     }
 
     /// Adds each key at once, or debounced (see [`Add`]), under one lock:
     /// for handlers that gather a run of events. The iterator runs under
     /// the lock: it must not call user code.
-    pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = Add<K>>) {
+    pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = Add<K, T>>) {
         let ((queued, dirty, earliest), _) = self.with_core(|core| {
             let (mut queued, mut dirty, mut earliest) = (0usize, 0usize, false);
             // One clock read for the run, and none if every add is a no-op.
@@ -224,12 +253,12 @@ impl<K: QueueKey> WorkQueue<K> {
             for Add {
                 key,
                 priority,
-                marks,
+                payload,
                 debounced,
             } in keys
             {
                 let added = if debounced {
-                    match core.debounce(key, priority, marks, &mut clock) {
+                    match core.debounce(key, priority, payload, &mut clock) {
                         Scheduled::Now(added) => added,
                         Scheduled::Timer { earliest: first } => {
                             earliest |= first;
@@ -238,7 +267,7 @@ impl<K: QueueKey> WorkQueue<K> {
                         Scheduled::Deduplicated | Scheduled::Rejected => continue,
                     }
                 } else {
-                    core.add(key, priority, marks, &mut clock)
+                    core.add(key, priority, payload, &mut clock)
                 };
                 match added {
                     Added::Queued => queued += 1,
@@ -276,16 +305,16 @@ impl<K: QueueKey> WorkQueue<K> {
                 floor: Duration::ZERO,
             },
             Priority::NORMAL,
-            0,
+            T::default(),
         );
     }
 
     /// [`When::Backoff`]: after the rate limiter's delay, at least `floor`;
-    /// a pending key only gets `marks` (see [`add_rate_limited`](Self::add_rate_limited)).
-    fn enqueue_backoff(&self, key: K, floor: Duration, priority: Priority, marks: Marks) {
+    /// a pending key only gets `payload` (see [`add_rate_limited`](Self::add_rate_limited)).
+    fn enqueue_backoff(&self, key: K, floor: Duration, priority: Priority, payload: T) {
         let now = self.now();
         let (scheduled, _) = self.with_core(|core| {
-            if core.is_shut_down() || core.mark_pending(&key, marks) {
+            if core.is_shut_down() || core.merge_pending(&key, payload) {
                 return None;
             }
             let (delay, panicked) = match self.ask_limiter(|l| l.when(&key)) {
@@ -294,7 +323,7 @@ impl<K: QueueKey> WorkQueue<K> {
             };
             let delay = delay.max(floor);
             Some((
-                core.add_after(key, now.after(delay), priority, marks, now),
+                core.add_after(key, now.after(delay), priority, payload, now),
                 panicked,
             ))
         });
@@ -323,18 +352,18 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// Asks the rate limiter (user code) something; `None` if it panicked.
-    fn ask_limiter<T>(&self, ask: impl FnOnce(&dyn RateLimiter<K>) -> T) -> Option<T> {
+    fn ask_limiter<R>(&self, ask: impl FnOnce(&dyn RateLimiter<K>) -> R) -> Option<R> {
         std::panic::catch_unwind(AssertUnwindSafe(|| ask(&*self.shared.limiter))).ok()
     }
 
     /// [`ask_limiter`](Self::ask_limiter) about `key`, logging and counting
     /// a panic.
-    fn limiter_logged<T>(
+    fn limiter_logged<R>(
         &self,
         call: &str,
         key: &K,
-        ask: impl FnOnce(&dyn RateLimiter<K>) -> T,
-    ) -> Option<T> {
+        ask: impl FnOnce(&dyn RateLimiter<K>) -> R,
+    ) -> Option<R> {
         let answer = self.ask_limiter(ask);
         if answer.is_none() {
             tracing::error!(queue = %self.shared.name, ?key, call, "the rate limiter panicked");
@@ -355,9 +384,21 @@ impl<K: QueueKey> WorkQueue<K> {
         self.get_handed().await.map(|handed| handed.key)
     }
 
-    /// [`get`](Self::get), with the marks the key's adds attached and the
-    /// priority it was queued at.
-    pub(crate) async fn get_handed(&self) -> Option<Handed<K>> {
+    /// [`get`](Self::get), with the payload merged from the key's adds since
+    /// it was last handed out (see [`Payload`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`get`](Self::get).
+    pub async fn get_with_payload(&self) -> Option<(K, T)> {
+        self.get_handed()
+            .await
+            .map(|handed| (handed.key, handed.payload))
+    }
+
+    /// [`get_with_payload`](Self::get_with_payload), with the priority the
+    /// key was queued at.
+    pub(crate) async fn get_handed(&self) -> Option<Handed<K, T>> {
         // Fast path: a key is ready, no waiter registration needed.
         match self.take_next(false) {
             Taken::Key(handed, waited) => {
@@ -370,7 +411,7 @@ impl<K: QueueKey> WorkQueue<K> {
         self.wait_next().await
     }
 
-    async fn wait_next(&self) -> Option<Handed<K>> {
+    async fn wait_next(&self) -> Option<Handed<K, T>> {
         loop {
             let notified = self.shared.ready.notified();
             tokio::pin!(notified);
@@ -403,13 +444,13 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Takes the next key. With `will_wait`, an empty queue with timers
     /// counts the caller as sleeping until the earliest one (the caller must
     /// then hold a `TimerWatch`).
-    fn take_next(&self, will_wait: bool) -> Taken<K> {
+    fn take_next(&self, will_wait: bool) -> Taken<K, T> {
         let (look, ready) = self.with_core(|core| self.look(core, self.now(), will_wait));
         self.took(look, ready)
     }
 
     /// The core's part of [`take_next`](Self::take_next).
-    fn look(&self, core: &mut Core<K>, now: Stamp, will_wait: bool) -> (Next<K>, bool) {
+    fn look(&self, core: &mut Core<K, T>, now: Stamp, will_wait: bool) -> (Next<K, T>, bool) {
         let next = core.next(now);
         if will_wait
             && matches!(
@@ -428,7 +469,7 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// The part of [`take_next`](Self::take_next) after the lock: wake-ups
     /// and reports. `ready` is the ready count the lock was released with.
-    fn took(&self, (next, unwatched): (Next<K>, bool), ready: usize) -> Taken<K> {
+    fn took(&self, (next, unwatched): (Next<K, T>, bool), ready: usize) -> Taken<K, T> {
         match next {
             Next::Key {
                 handed,
@@ -618,7 +659,7 @@ impl<K: QueueKey> WorkQueue<K> {
     ///
     /// A change of the ready count is reported to the observer before the
     /// lock is released, so depth reports arrive in the order of the changes.
-    fn with_core<T>(&self, f: impl FnOnce(&mut Core<K>) -> T) -> (T, usize) {
+    fn with_core<R>(&self, f: impl FnOnce(&mut Core<K, T>) -> R) -> (R, usize) {
         let mut core = lock(&self.shared.core);
         let before = core.ready_len();
         let out = f(&mut core);
@@ -653,29 +694,29 @@ impl<K: QueueKey> WorkQueue<K> {
 }
 
 /// Counts a worker as sleeping until the earliest timer while it lives.
-struct TimerWatch<'a, K: QueueKey>(&'a WorkQueue<K>);
+struct TimerWatch<'a, K: QueueKey, T: Payload>(&'a WorkQueue<K, T>);
 
-impl<K: QueueKey> Drop for TimerWatch<'_, K> {
+impl<K: QueueKey, T: Payload> Drop for TimerWatch<'_, K, T> {
     fn drop(&mut self) {
         lock(&self.0.shared.core).unwatch_timers();
     }
 }
 
 /// What one look at the core found for a worker.
-enum Taken<K> {
+enum Taken<K, T> {
     /// A key, and how long it waited (reported once its processing starts).
-    Key(Handed<K>, Duration),
+    Key(Handed<K, T>, Duration),
     ShutDown,
     Empty(Option<Stamp>),
 }
 
-impl<K: QueueKey> Default for WorkQueue<K> {
+impl<K: QueueKey, T: Payload> Default for WorkQueue<K, T> {
     fn default() -> Self {
-        Self::new()
+        WorkQueue::builder().payload().build()
     }
 }
 
-impl<K> Clone for WorkQueue<K> {
+impl<K, T> Clone for WorkQueue<K, T> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -683,7 +724,7 @@ impl<K> Clone for WorkQueue<K> {
     }
 }
 
-impl<K> fmt::Debug for WorkQueue<K> {
+impl<K, T> fmt::Debug for WorkQueue<K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkQueue")
             .field("name", &self.shared.name)

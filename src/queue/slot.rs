@@ -3,18 +3,18 @@
 //! core.
 
 use super::Priority;
-use super::core::Marks;
+use super::payload::{Payload, merged};
 use super::stamp::Stamp;
 
 /// A key's state, packed: the map holds one per key, so its size is the
 /// queue's memory per key and what a lookup pulls into cache. Ready,
 /// scheduled and dirty exclude one another, so they share `at`, `seq`,
-/// `priority` and `marks`; in flight goes with none, a timer, or dirty.
+/// `priority` and `payload`; in flight goes with none, a timer, or dirty.
 /// `DEBOUNCED` qualifies a timer or dirty state set by debounced adds only;
 /// a debounced timer is never in flight (an add in flight marks dirty), so
 /// it keeps its limit in `started`.
 #[derive(Clone, Copy, Default)]
-pub(super) struct Slot {
+pub(super) struct Slot<T> {
     /// Ready: since when; scheduled: the deadline; dirty: the first add.
     pub(super) at: Stamp,
     /// The live ready or timer entry's sequence number.
@@ -24,7 +24,7 @@ pub(super) struct Slot {
     pub(super) started: Stamp,
     pub(super) state: u8,
     pub(super) priority: Priority,
-    pub(super) marks: Marks,
+    pub(super) payload: T,
 }
 
 pub(super) const READY: u8 = 1;
@@ -33,7 +33,7 @@ pub(super) const IN_FLIGHT: u8 = 4;
 pub(super) const DIRTY: u8 = 8;
 pub(super) const DEBOUNCED: u8 = 16;
 
-impl Slot {
+impl<T: Payload> Slot<T> {
     pub(super) fn is_empty(&self) -> bool {
         self.state == 0
     }
@@ -43,43 +43,43 @@ impl Slot {
     }
 
     /// Sets the shared fields for `state` (one of the exclusive three).
-    pub(super) fn set(&mut self, state: u8, at: Stamp, seq: u64, priority: Priority, marks: Marks) {
+    pub(super) fn set(&mut self, state: u8, at: Stamp, seq: u64, priority: Priority, payload: T) {
         debug_assert!(!self.has((READY | SCHEDULED | DIRTY) & !state));
         self.state |= state;
-        (self.at, self.seq, self.priority, self.marks) = (at, seq, priority, marks);
+        (self.at, self.seq, self.priority, self.payload) = (at, seq, priority, payload);
     }
 
-    pub(super) fn queued(&self) -> Option<Queued> {
+    pub(super) fn queued(&self) -> Option<Queued<T>> {
         self.has(READY).then_some(Queued {
             seq: self.seq,
             priority: self.priority,
             since: self.at,
-            marks: self.marks,
+            payload: self.payload,
         })
     }
 
-    pub(super) fn set_queued(&mut self, q: Queued) {
-        self.set(READY, q.since, q.seq, q.priority, q.marks);
+    pub(super) fn set_queued(&mut self, q: Queued<T>) {
+        self.set(READY, q.since, q.seq, q.priority, q.payload);
     }
 
-    pub(super) fn take_queued(&mut self) -> Option<Queued> {
+    pub(super) fn take_queued(&mut self) -> Option<Queued<T>> {
         let queued = self.queued();
         self.state &= !READY;
         queued
     }
 
-    pub(super) fn timer(&self) -> Option<Timer> {
+    pub(super) fn timer(&self) -> Option<Timer<T>> {
         self.has(SCHEDULED).then_some(Timer {
             seq: self.seq,
             deadline: self.at,
             priority: self.priority,
-            marks: self.marks,
+            payload: self.payload,
             limit: self.has(DEBOUNCED).then_some(self.started),
         })
     }
 
-    pub(super) fn set_timer(&mut self, t: Timer) {
-        self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.marks);
+    pub(super) fn set_timer(&mut self, t: Timer<T>) {
+        self.set(SCHEDULED, t.deadline, t.seq, t.priority, t.payload);
         if let Some(limit) = t.limit {
             debug_assert!(!self.has(IN_FLIGHT), "a debounced timer is never in flight");
             self.state |= DEBOUNCED;
@@ -87,7 +87,7 @@ impl Slot {
         }
     }
 
-    pub(super) fn take_timer(&mut self) -> Option<Timer> {
+    pub(super) fn take_timer(&mut self) -> Option<Timer<T>> {
         let timer = self.timer();
         if timer.is_some() {
             self.state &= !(SCHEDULED | DEBOUNCED);
@@ -105,16 +105,16 @@ impl Slot {
         self.started = now;
     }
 
-    pub(super) fn dirty(&self) -> Option<Dirty> {
+    pub(super) fn dirty(&self) -> Option<Dirty<T>> {
         self.has(DIRTY).then_some(Dirty {
             priority: self.priority,
             since: self.at,
-            marks: self.marks,
+            payload: self.payload,
             debounced: self.has(DEBOUNCED),
         })
     }
 
-    pub(super) fn take_dirty(&mut self) -> Option<Dirty> {
+    pub(super) fn take_dirty(&mut self) -> Option<Dirty<T>> {
         let dirty = self.dirty();
         if dirty.is_some() {
             self.state &= !(DIRTY | DEBOUNCED);
@@ -128,19 +128,19 @@ impl Slot {
         &mut self,
         priority: Priority,
         now: Stamp,
-        marks: Marks,
+        payload: T,
         debounced: bool,
     ) {
         match self.dirty() {
             Some(dirty) => {
                 self.priority = dirty.priority.max(priority);
-                self.marks |= marks;
+                self.payload.merge(payload);
                 if !debounced {
                     self.state &= !DEBOUNCED;
                 }
             }
             None => {
-                self.set(DIRTY, now, 0, priority, marks);
+                self.set(DIRTY, now, 0, priority, payload);
                 if debounced {
                     self.state |= DEBOUNCED;
                 }
@@ -150,39 +150,52 @@ impl Slot {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Queued {
+pub(super) struct Queued<T> {
     pub(super) seq: u64,
     pub(super) priority: Priority,
     pub(super) since: Stamp,
-    pub(super) marks: Marks,
+    pub(super) payload: T,
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Timer {
+pub(super) struct Timer<T> {
     pub(super) seq: u64,
     pub(super) deadline: Stamp,
     pub(super) priority: Priority,
-    pub(super) marks: Marks,
+    pub(super) payload: T,
     /// Set by debounced adds: the latest the deadline may move to.
     pub(super) limit: Option<Stamp>,
 }
 
-impl Timer {
-    /// The marks that outlive the timer when something replaces it: a
-    /// debounced timer's record changes that happened; a plain timer's
-    /// count only if it fires.
-    pub(super) fn kept_marks(&self) -> Marks {
-        if self.limit.is_some() { self.marks } else { 0 }
+impl<T: Payload> Timer<T> {
+    /// `payload` merged with what of this timer's outlives it when something
+    /// replaces it: a debounced timer's payload records changes that
+    /// happened; a plain timer's counts only if it fires.
+    pub(super) fn merge_kept(&self, payload: T) -> T {
+        if self.limit.is_some() {
+            merged(payload, self.payload)
+        } else {
+            payload
+        }
     }
 }
 
 /// What an in-flight key is queued again with when its worker is done.
 #[derive(Clone, Copy)]
-pub(super) struct Dirty {
+pub(super) struct Dirty<T> {
     pub(super) priority: Priority,
     /// The first add during processing.
     pub(super) since: Stamp,
-    pub(super) marks: Marks,
+    pub(super) payload: T,
     /// Only debounced adds made it dirty: debounced again at `done`.
     pub(super) debounced: bool,
 }
+
+/// A key's slot size with payload `T`: the queue's memory per key, checked
+/// at compile time for the payloads the crate uses (the README's bytes per
+/// object count on it).
+pub(crate) const fn slot_size<T>() -> usize {
+    std::mem::size_of::<Slot<T>>()
+}
+
+const _: () = assert!(slot_size::<()>() == 32, "a slot without payload grew");

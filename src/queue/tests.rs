@@ -5,11 +5,38 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
+use super::Payload;
 use super::Priority;
-use super::core::{Added, Core, Handed, Marks, Next, Restored, Scheduled};
+use super::core::{Added, Core, Handed, Next, Restored, Scheduled};
 use super::stamp::Stamp;
 
 const HOUR: Duration = Duration::from_secs(3600);
+
+/// The tests' payload: bits merged by OR, as the controller's `Triggers`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Bits(u16);
+
+impl Payload for Bits {
+    fn merge(&mut self, other: Self) {
+        self.0 |= other.0;
+    }
+}
+
+impl std::ops::BitOr for Bits {
+    type Output = Self;
+    fn bitor(mut self, other: Self) -> Self {
+        self.merge(other);
+        self
+    }
+}
+
+impl std::ops::BitOrAssign for Bits {
+    fn bitor_assign(&mut self, other: Self) {
+        self.merge(other);
+    }
+}
+
+const NONE: Bits = Bits(0);
 
 fn take(core: &mut Core<u8>, now: Stamp) -> Option<u8> {
     match core.next(now) {
@@ -24,8 +51,8 @@ fn stale_timers_are_compacted_so_memory_follows_live_keys() {
     let t0 = Stamp::default();
     for round in 0..10_000u32 {
         // A long timer superseded by an immediate add leaves a stale heap entry.
-        core.add_after(1u8, t0.after(HOUR), Priority::NORMAL, 0, t0);
-        core.add(1, Priority::NORMAL, 0, || t0);
+        core.add_after(1u8, t0.after(HOUR), Priority::NORMAL, (), t0);
+        core.add(1, Priority::NORMAL, (), || t0);
         assert_eq!(take(&mut core, t0), Some(1), "round {round}");
         core.done(&1, t0).expect("in flight");
     }
@@ -44,11 +71,11 @@ fn burst(core: &mut Core<u32>, n: u32, timed: bool, t0: Stamp) {
                 key,
                 t0.after(Duration::from_millis(1)),
                 Priority::NORMAL,
-                0,
+                (),
                 t0,
             );
         } else {
-            core.add(key, Priority::NORMAL, 0, || t0);
+            core.add(key, Priority::NORMAL, (), || t0);
         }
     }
     let later = t0.after(Duration::from_secs(1));
@@ -80,7 +107,7 @@ fn a_steady_load_keeps_its_capacity() {
     // amortised shrink, never below what one round needs.
     for _ in 0..10 {
         for key in 0..10_000u32 {
-            core.add(key, Priority::NORMAL, 0, || t0);
+            core.add(key, Priority::NORMAL, (), || t0);
         }
         let (slots, ready, _) = core.capacities();
         assert!(slots >= 10_000 && ready >= 10_000);
@@ -95,8 +122,8 @@ fn re_prioritised_keys_are_compacted() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
     for key in 0..200u8 {
-        core.add(key, Priority::LOW, 0, || t0);
-        core.add(key, Priority::HIGH, 0, || t0);
+        core.add(key, Priority::LOW, (), || t0);
+        core.add(key, Priority::HIGH, (), || t0);
     }
     // Stale entries never outnumber live ones by more than the floor.
     assert!(
@@ -111,11 +138,11 @@ fn re_prioritised_keys_are_compacted() {
 fn a_timer_firing_for_an_in_flight_key_marks_it_dirty() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(7u8, Priority::NORMAL, 0, || t0);
+    core.add(7u8, Priority::NORMAL, (), || t0);
     assert_eq!(take(&mut core, t0), Some(7));
     let due = t0.after(Duration::from_secs(1));
     assert_eq!(
-        core.add_after(7, due, Priority::NORMAL, 0, t0),
+        core.add_after(7, due, Priority::NORMAL, (), t0),
         Scheduled::Timer { earliest: true }
     );
     assert!(matches!(
@@ -135,94 +162,97 @@ fn a_re_prioritised_keys_old_entry_does_not_count_as_a_level_with_keys() {
     let mut core = Core::new(second);
     let t0 = Stamp::default();
     // Key 1 moves from low to normal, leaving an entry behind in low.
-    core.add(1u8, Priority::LOW, 0, || t0);
-    core.add(1, Priority::NORMAL, 0, || t0);
-    core.add(2, Priority::NORMAL, 0, || t0);
+    core.add(1u8, Priority::LOW, (), || t0);
+    core.add(1, Priority::NORMAL, (), || t0);
+    core.add(2, Priority::NORMAL, (), || t0);
     // Only one level has keys: this is no turn between levels.
     assert_eq!(take(&mut core, t0), Some(1));
-    core.add(3, Priority::LOW, 0, || t0);
+    core.add(3, Priority::LOW, (), || t0);
     let later = t0.after(2 * second);
     assert_eq!(take(&mut core, later), Some(2), "the normal level's turn");
     assert_eq!(take(&mut core, later), Some(3), "the aged key's turn");
 }
 
-fn take_marked(core: &mut Core<u8>, now: Stamp) -> Option<(u8, Marks)> {
+fn take_with_payload(core: &mut Core<u8, Bits>, now: Stamp) -> Option<(u8, Bits)> {
     match core.next(now) {
-        Next::Key { handed, .. } => Some((handed.key, handed.marks)),
+        Next::Key { handed, .. } => Some((handed.key, handed.payload)),
         Next::Empty { .. } | Next::ShutDown => None,
     }
 }
 
 #[test]
-fn marks_of_deduplicated_adds_are_merged() {
+fn payloads_of_deduplicated_adds_are_merged() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::LOW, 0b001, || t0);
-    core.add(1, Priority::LOW, 0b010, || t0);
+    core.add(1u8, Priority::LOW, Bits(0b001), || t0);
+    core.add(1, Priority::LOW, Bits(0b010), || t0);
     // A raised priority moves the key and keeps what it had.
-    core.add(1, Priority::HIGH, 0b100, || t0);
-    assert_eq!(take_marked(&mut core, t0), Some((1, 0b111)));
-    assert_eq!(take_marked(&mut core, t0), None);
+    core.add(1, Priority::HIGH, Bits(0b100), || t0);
+    assert_eq!(take_with_payload(&mut core, t0), Some((1, Bits(0b111))));
+    assert_eq!(take_with_payload(&mut core, t0), None);
 }
 
 #[test]
-fn marks_added_while_in_flight_go_to_the_next_run() {
+fn payloads_added_while_in_flight_go_to_the_next_run() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::NORMAL, 0b001, || t0);
-    assert_eq!(take_marked(&mut core, t0), Some((1, 0b001)));
-    core.add(1, Priority::NORMAL, 0b010, || t0);
-    core.add(1, Priority::NORMAL, 0b100, || t0);
+    core.add(1u8, Priority::NORMAL, Bits(0b001), || t0);
+    assert_eq!(take_with_payload(&mut core, t0), Some((1, Bits(0b001))));
+    core.add(1, Priority::NORMAL, Bits(0b010), || t0);
+    core.add(1, Priority::NORMAL, Bits(0b100), || t0);
     assert!(core.done(&1, t0).expect("in flight").requeued);
-    assert_eq!(take_marked(&mut core, t0), Some((1, 0b110)));
+    assert_eq!(take_with_payload(&mut core, t0), Some((1, Bits(0b110))));
 }
 
 #[test]
-fn a_timers_marks_count_only_when_it_fires() {
+fn a_timers_payload_counts_only_when_it_fires() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
     let due = t0.after(Duration::from_secs(1));
-    // Fired: its marks come with the key.
-    core.add_after(1u8, due, Priority::NORMAL, 0b001, t0);
-    assert_eq!(take_marked(&mut core, due), Some((1, 0b001)));
+    // Fired: its payload comes with the key.
+    core.add_after(1u8, due, Priority::NORMAL, Bits(0b001), t0);
+    assert_eq!(take_with_payload(&mut core, due), Some((1, Bits(0b001))));
     core.done(&1, due).expect("in flight");
-    // Cancelled by an add that makes the key ready sooner: its marks go too.
+    // Cancelled by an add that makes the key ready sooner: its payload goes too.
     let later = due.after(Duration::from_secs(1));
-    core.add_after(1, later, Priority::NORMAL, 0b001, due);
-    core.add(1, Priority::NORMAL, 0b010, || due);
-    assert_eq!(take_marked(&mut core, due), Some((1, 0b010)));
+    core.add_after(1, later, Priority::NORMAL, Bits(0b001), due);
+    core.add(1, Priority::NORMAL, Bits(0b010), || due);
+    assert_eq!(take_with_payload(&mut core, due), Some((1, Bits(0b010))));
     core.done(&1, due).expect("in flight");
-    // A timer due while the key is in flight marks it dirty with its marks.
-    core.add(1, Priority::NORMAL, 0, || later);
-    assert_eq!(take_marked(&mut core, later), Some((1, 0)));
+    // A timer due while the key is in flight marks it dirty with its payload.
+    core.add(1, Priority::NORMAL, NONE, || later);
+    assert_eq!(take_with_payload(&mut core, later), Some((1, NONE)));
     let soon = later.after(Duration::from_secs(1));
-    core.add_after(1, soon, Priority::NORMAL, 0b100, later);
-    assert_eq!(take_marked(&mut core, soon), None);
+    core.add_after(1, soon, Priority::NORMAL, Bits(0b100), later);
+    assert_eq!(take_with_payload(&mut core, soon), None);
     assert!(core.done(&1, soon).expect("in flight").requeued);
-    assert_eq!(take_marked(&mut core, soon), Some((1, 0b100)));
+    assert_eq!(take_with_payload(&mut core, soon), Some((1, Bits(0b100))));
 }
 
 #[test]
-fn marking_a_pending_key_reaches_its_next_run() {
+fn merging_into_a_pending_key_reaches_its_next_run() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    assert!(!core.mark_pending(&1u8, 0b001), "no slot: not pending");
-    core.add(1, Priority::NORMAL, 0b001, || t0);
-    assert!(core.mark_pending(&1, 0b010), "ready");
-    assert_eq!(take_marked(&mut core, t0), Some((1, 0b011)));
-    assert!(!core.mark_pending(&1, 0b100), "in flight, not dirty");
-    core.add(1, Priority::NORMAL, 0, || t0);
-    assert!(core.mark_pending(&1, 0b100), "dirty");
+    assert!(
+        !core.merge_pending(&1u8, Bits(0b001)),
+        "no slot: not pending"
+    );
+    core.add(1, Priority::NORMAL, Bits(0b001), || t0);
+    assert!(core.merge_pending(&1, Bits(0b010)), "ready");
+    assert_eq!(take_with_payload(&mut core, t0), Some((1, Bits(0b011))));
+    assert!(!core.merge_pending(&1, Bits(0b100)), "in flight, not dirty");
+    core.add(1, Priority::NORMAL, NONE, || t0);
+    assert!(core.merge_pending(&1, Bits(0b100)), "dirty");
     core.done(&1, t0).expect("in flight");
-    assert_eq!(take_marked(&mut core, t0), Some((1, 0b100)));
+    assert_eq!(take_with_payload(&mut core, t0), Some((1, Bits(0b100))));
     core.done(&1, t0).expect("in flight");
     let due = t0.after(Duration::from_secs(1));
-    core.add_after(1, due, Priority::NORMAL, 0, t0);
-    assert!(core.mark_pending(&1, 0b1000), "scheduled");
-    assert_eq!(take_marked(&mut core, due), Some((1, 0b1000)));
+    core.add_after(1, due, Priority::NORMAL, NONE, t0);
+    assert!(core.merge_pending(&1, Bits(0b1000)), "scheduled");
+    assert_eq!(take_with_payload(&mut core, due), Some((1, Bits(0b1000))));
 }
 
-fn take_next(core: &mut Core<u8>, now: Stamp) -> (Handed<u8>, Duration) {
+fn take_next(core: &mut Core<u8, Bits>, now: Stamp) -> (Handed<u8, Bits>, Duration) {
     match core.next(now) {
         Next::Key { handed, waited, .. } => (handed, waited),
         other => panic!("expected a key, got {other:?}"),
@@ -235,16 +265,16 @@ fn a_restored_key_goes_first_in_its_level_with_its_age() {
     let t0 = Stamp::default();
     let t1 = t0.after(Duration::from_secs(1));
     let t2 = t0.after(Duration::from_secs(2));
-    core.add(1u8, Priority::LOW, 0b01, || t0);
-    core.add(2, Priority::LOW, 0, || t1);
+    core.add(1u8, Priority::LOW, Bits(0b01), || t0);
+    core.add(2, Priority::LOW, NONE, || t1);
     let (handed, _) = take_next(&mut core, t1);
     assert_eq!(handed.key, 1);
     assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.in_flight_len(), 0);
     let (handed, waited) = take_next(&mut core, t2);
     assert_eq!(
-        (handed.key, handed.marks, handed.priority),
-        (1, 0b01, Priority::LOW)
+        (handed.key, handed.payload, handed.priority),
+        (1, Bits(0b01), Priority::LOW)
     );
     assert_eq!(waited, Duration::from_secs(2), "its age counts from t0");
 }
@@ -253,9 +283,9 @@ fn a_restored_key_goes_first_in_its_level_with_its_age() {
 fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::LOW, 0b01, || t0);
+    core.add(1u8, Priority::LOW, Bits(0b01), || t0);
     let (handed, _) = take_next(&mut core, t0);
-    core.add_after(1, t0.after(HOUR), Priority::NORMAL, 0b100, t0);
+    core.add_after(1, t0.after(HOUR), Priority::NORMAL, Bits(0b100), t0);
     assert_eq!(core.scheduled_len(), 1);
     assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.scheduled_len(), 0, "ready now is sooner");
@@ -265,16 +295,23 @@ fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
         Priority::NORMAL,
         "a cancelled timer's key is not demoted"
     );
-    assert_eq!(handed.marks, 0b01, "the cancelled timer's marks go with it");
+    assert_eq!(
+        handed.payload,
+        Bits(0b01),
+        "the cancelled timer's payload go with it"
+    );
     core.done(&1, t0).expect("in flight");
 
-    core.add(1, Priority::LOW, 0b01, || t0);
+    core.add(1, Priority::LOW, Bits(0b01), || t0);
     let (handed, _) = take_next(&mut core, t0);
-    core.add(1, Priority::HIGH, 0b10, || t0);
+    core.add(1, Priority::HIGH, Bits(0b10), || t0);
     assert_eq!(core.restore(handed), Restored::Ready);
     assert_eq!(core.ready_len(), 1, "once, though dirty too");
     let (handed, _) = take_next(&mut core, t0);
-    assert_eq!((handed.marks, handed.priority), (0b11, Priority::HIGH));
+    assert_eq!(
+        (handed.payload, handed.priority),
+        (Bits(0b11), Priority::HIGH)
+    );
     assert!(!core.done(&1, t0).expect("in flight").requeued);
 }
 
@@ -282,7 +319,7 @@ fn restoring_merges_an_add_made_while_held_and_cancels_a_timer() {
 fn restoring_after_shutdown_drops_the_key() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::NORMAL, 0, || t0);
+    core.add(1u8, Priority::NORMAL, NONE, || t0);
     let (handed, _) = take_next(&mut core, t0);
     let again = handed.clone();
     core.shut_down();
@@ -296,19 +333,19 @@ fn restoring_after_shutdown_drops_the_key() {
 fn adding_to_a_shut_down_core_is_rejected() {
     let mut core = Core::new(HOUR);
     let t0 = Stamp::default();
-    core.add(1u8, Priority::NORMAL, 0, || t0);
+    core.add(1u8, Priority::NORMAL, NONE, || t0);
     assert_eq!(core.shut_down(), 1);
-    assert_eq!(core.add(1, Priority::NORMAL, 0, || t0), Added::Rejected);
+    assert_eq!(core.add(1, Priority::NORMAL, NONE, || t0), Added::Rejected);
     assert!(matches!(core.next(t0), Next::ShutDown));
 }
 
 /// One step of a random workload.
 #[derive(Debug, Clone)]
 enum Op {
-    Add(u8, i8, Marks),
-    AddAfter(u8, u64, i8, Marks),
-    Debounce(u8, i8, Marks),
-    MarkPending(u8, Marks),
+    Add(u8, i8, Bits),
+    AddAfter(u8, u64, i8, Bits),
+    Debounce(u8, i8, Bits),
+    MergePending(u8, Bits),
     Get,
     Done(usize),
     Restore(usize),
@@ -318,11 +355,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..12u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Add(k, p, m)),
-        2 => (0..12u8, 0..50u64, -1..=1i8, mark()).prop_map(|(k, d, p, m)| Op::AddAfter(k, d, p, m)),
+        4 => (0..12u8, -1..=1i8, bit()).prop_map(|(k, p, m)| Op::Add(k, p, m)),
+        2 => (0..12u8, 0..50u64, -1..=1i8, bit()).prop_map(|(k, d, p, m)| Op::AddAfter(k, d, p, m)),
         // Few keys, so that windows slide and reach their bound.
-        3 => (0..4u8, -1..=1i8, mark()).prop_map(|(k, p, m)| Op::Debounce(k, p, m)),
-        1 => (0..12u8, mark()).prop_map(|(k, m)| Op::MarkPending(k, m)),
+        3 => (0..4u8, -1..=1i8, bit()).prop_map(|(k, p, m)| Op::Debounce(k, p, m)),
+        1 => (0..12u8, bit()).prop_map(|(k, m)| Op::MergePending(k, m)),
         4 => Just(Op::Get),
         3 => (0..8usize).prop_map(Op::Done),
         1 => (0..8usize).prop_map(Op::Restore),
@@ -331,9 +368,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// One of four mark bits.
-fn mark() -> impl Strategy<Value = Marks> {
-    (0..4u8).prop_map(|bit| 1 << bit)
+/// One of four bits.
+fn bit() -> impl Strategy<Value = Bits> {
+    (0..4u8).prop_map(|bit| Bits(1 << bit))
 }
 
 /// A ready key in the model.
@@ -345,7 +382,7 @@ struct Ready {
     order: i64,
     /// Since when it is ready, in ms.
     since: u64,
-    marks: Marks,
+    payload: Bits,
 }
 
 /// A timer in the model.
@@ -353,16 +390,20 @@ struct Ready {
 struct Timer {
     at: u64,
     order: i64,
-    marks: Marks,
+    payload: Bits,
     priority: Priority,
     /// A debounced timer: the latest it may be pushed back to.
     limit: Option<u64>,
 }
 
 impl Timer {
-    /// A debounced timer's marks are changes: they outlive it.
-    fn kept(&self) -> Marks {
-        if self.limit.is_some() { self.marks } else { 0 }
+    /// A debounced timer's payload records changes: it outlives the timer.
+    fn kept(&self) -> Bits {
+        if self.limit.is_some() {
+            self.payload
+        } else {
+            NONE
+        }
     }
 }
 
@@ -372,14 +413,14 @@ struct Dirty {
     priority: Priority,
     /// The first add while in flight.
     since: u64,
-    marks: Marks,
+    payload: Bits,
     /// Only debounced adds, and no plain timer, made it dirty.
     debounced: bool,
 }
 
 /// A plainly written reference queue. Orders are relative: a counter stamps
 /// ready entries and timers in the order the core stamps its sequence numbers.
-/// Marks follow the pending state they were added to. Times are in ms.
+/// Payloads follow the pending state they were added to. Times are in ms.
 #[derive(Default)]
 struct Model {
     ready: Vec<Ready>,
@@ -414,19 +455,19 @@ impl Model {
 
     /// A key taken but not started comes back first in its level, merged
     /// with an add made meanwhile; a timer set meanwhile is cancelled.
-    fn restore(&mut self, key: u8, mut priority: Priority, mut marks: Marks) {
+    fn restore(&mut self, key: u8, mut priority: Priority, mut payload: Bits) {
         let mut since = self.in_flight.remove(&key).expect("in flight");
         if self.shut_down {
             return;
         }
         if let Some(dirty) = self.dirty.remove(&key) {
             priority = priority.max(dirty.priority);
-            marks |= dirty.marks;
+            payload |= dirty.payload;
             since = since.min(dirty.since);
         }
         if let Some(timer) = self.timers.remove(&key) {
             priority = priority.max(timer.priority);
-            marks |= timer.kept();
+            payload |= timer.kept();
         }
         self.front -= 1;
         let order = self.front;
@@ -435,49 +476,49 @@ impl Model {
             priority,
             order,
             since,
-            marks,
+            payload,
         });
     }
 
     /// An add while in flight: dirty, replacing a timer at the higher priority.
-    fn add_dirty(&mut self, key: u8, priority: Priority, marks: Marks, now: u64, debounced: bool) {
+    fn add_dirty(&mut self, key: u8, priority: Priority, payload: Bits, now: u64, debounced: bool) {
         if let Some(dirty) = self.dirty.get_mut(&key) {
             dirty.priority = dirty.priority.max(priority);
-            dirty.marks |= marks;
+            dirty.payload |= payload;
             dirty.debounced &= debounced;
             return;
         }
-        let (priority, marks, debounced) = match self.timers.remove(&key) {
+        let (priority, payload, debounced) = match self.timers.remove(&key) {
             Some(timer) => (
                 priority.max(timer.priority),
-                marks | timer.kept(),
+                payload | timer.kept(),
                 debounced && timer.limit.is_some(),
             ),
-            None => (priority, marks, debounced),
+            None => (priority, payload, debounced),
         };
         let dirty = Dirty {
             priority,
             since: now,
-            marks,
+            payload,
             debounced,
         };
         self.dirty.insert(key, dirty);
     }
 
     /// An add at `now` (a timer's deadline when it fires).
-    fn add(&mut self, key: u8, priority: Priority, marks: Marks, now: u64) {
+    fn add(&mut self, key: u8, priority: Priority, payload: Bits, now: u64) {
         if self.shut_down {
             return;
         }
         if self.in_flight.contains_key(&key) {
-            return self.add_dirty(key, priority, marks, now, false);
+            return self.add_dirty(key, priority, payload, now, false);
         }
         // Replacing a timer never demotes the key below the timer's
-        // priority; a plain timer's marks go with it.
+        // priority; a plain timer's payload goes with it.
         let timer = self.timers.remove(&key);
         let order = self.stamp();
         if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
-            entry.marks |= marks;
+            entry.payload |= payload;
             // A raised priority moves the key to the back of its new level,
             // keeping its age.
             if priority > entry.priority {
@@ -485,25 +526,25 @@ impl Model {
             }
             return;
         }
-        let (priority, marks) = match timer {
-            Some(timer) => (priority.max(timer.priority), marks | timer.kept()),
-            None => (priority, marks),
+        let (priority, payload) = match timer {
+            Some(timer) => (priority.max(timer.priority), payload | timer.kept()),
+            None => (priority, payload),
         };
         self.ready.push(Ready {
             key,
             priority,
             order,
             since: now,
-            marks,
+            payload,
         });
     }
 
-    fn add_after(&mut self, key: u8, at: u64, now: u64, priority: Priority, marks: Marks) {
+    fn add_after(&mut self, key: u8, at: u64, now: u64, priority: Priority, payload: Bits) {
         if self.shut_down {
             return;
         }
         if at <= now {
-            return self.add(key, priority, marks, now);
+            return self.add(key, priority, payload, now);
         }
         if let Some(dirty) = self.dirty.get_mut(&key) {
             // Runs at `done`, not a window later: this timer may be sooner.
@@ -521,7 +562,7 @@ impl Model {
                 *timer = Timer {
                     at,
                     order,
-                    marks: marks | timer.kept(),
+                    payload: payload | timer.kept(),
                     priority: timer.priority.max(priority),
                     limit: None,
                 };
@@ -530,7 +571,7 @@ impl Model {
                 let timer = Timer {
                     at,
                     order,
-                    marks,
+                    payload,
                     priority,
                     limit: None,
                 };
@@ -541,15 +582,15 @@ impl Model {
 
     /// A change event: ready a window after its last change, at most the
     /// bound after the first; never later than a plain timer due sooner.
-    fn debounce(&mut self, key: u8, priority: Priority, marks: Marks, now: u64) {
+    fn debounce(&mut self, key: u8, priority: Priority, payload: Bits, now: u64) {
         let Some((window, max)) = self.debounce.filter(|_| !self.shut_down) else {
-            return self.add(key, priority, marks, now);
+            return self.add(key, priority, payload, now);
         };
         if self.in_flight.contains_key(&key) {
-            return self.add_dirty(key, priority, marks, now, true);
+            return self.add_dirty(key, priority, payload, now, true);
         }
         if self.ready.iter().any(|e| e.key == key) {
-            return self.add(key, priority, marks, now);
+            return self.add(key, priority, payload, now);
         }
         let old = self.timers.get(&key).copied();
         let limit = old.and_then(|t| t.limit).unwrap_or(now + max);
@@ -560,27 +601,27 @@ impl Model {
         };
         if let Some(timer) = self.timers.get_mut(&key).filter(stays) {
             timer.priority = timer.priority.max(priority);
-            timer.marks |= marks;
+            timer.payload |= payload;
             return;
         }
         let order = self.stamp();
         let timer = Timer {
             at,
             order,
-            marks: marks | old.map_or(0, |t| t.kept()),
+            payload: payload | old.map_or(NONE, |t| t.kept()),
             priority: old.map_or(priority, |t| t.priority.max(priority)),
             limit: Some(limit),
         };
         self.timers.insert(key, timer);
     }
 
-    fn mark_pending(&mut self, key: u8, marks: Marks) -> bool {
+    fn merge_pending(&mut self, key: u8, payload: Bits) -> bool {
         if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
-            entry.marks |= marks;
+            entry.payload |= payload;
         } else if let Some(timer) = self.timers.get_mut(&key) {
-            timer.marks |= marks;
+            timer.payload |= payload;
         } else if let Some(dirty) = self.dirty.get_mut(&key) {
-            dirty.marks |= marks;
+            dirty.payload |= payload;
             dirty.debounced = false;
         } else {
             return false;
@@ -594,12 +635,12 @@ impl Model {
             .timers
             .iter()
             .filter(|(_, t)| t.at <= now)
-            .map(|(k, t)| (t.at, t.order, *k, t.marks, t.priority))
+            .map(|(k, t)| (t.at, t.order, *k, t.payload, t.priority))
             .collect();
         due.sort_unstable();
-        for (at, _, key, marks, priority) in due {
+        for (at, _, key, payload, priority) in due {
             self.timers.remove(&key);
-            self.add(key, priority, marks, at);
+            self.add(key, priority, payload, at);
         }
     }
 
@@ -632,8 +673,8 @@ impl Model {
         }
     }
 
-    /// The key handed out, its marks and how long it waited.
-    fn next(&mut self, now: u64) -> Option<(u8, Marks, Duration)> {
+    /// The key handed out, its payload and how long it waited.
+    fn next(&mut self, now: u64) -> Option<(u8, Bits, Duration)> {
         self.fire(now);
         let (at, several) = self.choose(now)?;
         if several {
@@ -642,7 +683,7 @@ impl Model {
         let entry = self.ready.remove(at);
         self.in_flight.insert(entry.key, entry.since);
         let waited = Duration::from_millis(now - entry.since);
-        Some((entry.key, entry.marks, waited))
+        Some((entry.key, entry.payload, waited))
     }
 
     /// Ends `key` at `now`: a dirty key is ready again, or debounced a
@@ -661,7 +702,7 @@ impl Model {
                 let timer = Timer {
                     at,
                     order,
-                    marks: dirty.marks,
+                    payload: dirty.payload,
                     priority: dirty.priority,
                     limit: Some(limit),
                 };
@@ -674,7 +715,7 @@ impl Model {
             priority: dirty.priority,
             order,
             since: dirty.since,
-            marks: dirty.marks,
+            payload: dirty.payload,
         });
     }
 }
@@ -684,7 +725,7 @@ proptest! {
 
     /// The core against the model: same keys handed out in the same order
     /// (aging included: `max_wait` is within reach of the steps), with the
-    /// same marks and waits, same sizes, and the five invariants checked
+    /// same payload and waits, same sizes, and the five invariants checked
     /// after every step; with or without a debounce (window and bound
     /// within reach of the steps).
     #[test]
@@ -703,24 +744,24 @@ proptest! {
         let mut model = Model::new(max_wait, debounce);
         let mut now = 0u64;
         // Keys handed out, with what a restore needs.
-        let mut held: Vec<Handed<u8>> = Vec::new();
+        let mut held: Vec<Handed<u8, Bits>> = Vec::new();
         for op in ops {
             match op {
-                Op::Add(key, p, marks) => {
-                    core.add(key, Priority::new(p), marks, || ms(now));
-                    model.add(key, Priority::new(p), marks, now);
+                Op::Add(key, p, payload) => {
+                    core.add(key, Priority::new(p), payload, || ms(now));
+                    model.add(key, Priority::new(p), payload, now);
                 }
-                Op::AddAfter(key, delay, p, marks) => {
-                    core.add_after(key, ms(now + delay), Priority::new(p), marks, ms(now));
-                    model.add_after(key, now + delay, now, Priority::new(p), marks);
+                Op::AddAfter(key, delay, p, payload) => {
+                    core.add_after(key, ms(now + delay), Priority::new(p), payload, ms(now));
+                    model.add_after(key, now + delay, now, Priority::new(p), payload);
                 }
-                Op::Debounce(key, p, marks) => {
-                    core.debounce(key, Priority::new(p), marks, || ms(now));
-                    model.debounce(key, Priority::new(p), marks, now);
+                Op::Debounce(key, p, payload) => {
+                    core.debounce(key, Priority::new(p), payload, || ms(now));
+                    model.debounce(key, Priority::new(p), payload, now);
                 }
-                Op::MarkPending(key, marks) => {
-                    let pending = core.mark_pending(&key, marks);
-                    prop_assert_eq!(pending, !model.shut_down && model.mark_pending(key, marks));
+                Op::MergePending(key, payload) => {
+                    let pending = core.merge_pending(&key, payload);
+                    prop_assert_eq!(pending, !model.shut_down && model.merge_pending(key, payload));
                 }
                 Op::Get => {
                     let got = match core.next(ms(now)) {
@@ -728,7 +769,7 @@ proptest! {
                         Next::Empty { .. } | Next::ShutDown => None,
                     };
                     let expected = if model.shut_down { None } else { model.next(now) };
-                    prop_assert_eq!(got.as_ref().map(|(h, w)| (h.key, h.marks, *w)), expected);
+                    prop_assert_eq!(got.as_ref().map(|(h, w)| (h.key, h.payload, *w)), expected);
                     if let Some((taken, _)) = got {
                         // Invariant 2: never handed to two workers at once.
                         prop_assert!(!held.iter().any(|h| h.key == taken.key), "{} handed out twice", taken.key);
@@ -737,14 +778,14 @@ proptest! {
                 }
                 Op::Restore(i) if !held.is_empty() => {
                     let handed = held.remove(i % held.len());
-                    let (key, priority, marks) = (handed.key, handed.priority, handed.marks);
+                    let (key, priority, payload) = (handed.key, handed.priority, handed.payload);
                     let restored = core.restore(handed);
                     let expected = if model.shut_down { Restored::Dropped } else { Restored::Ready };
                     prop_assert_eq!(restored, expected);
-                    model.restore(key, priority, marks);
+                    model.restore(key, priority, payload);
                 }
                 Op::Restore(_) => {
-                    let stray = Handed { key: 0, marks: 0, priority: Priority::NORMAL, since: ms(now) };
+                    let stray = Handed { key: 0, payload: NONE, priority: Priority::NORMAL, since: ms(now) };
                     prop_assert_eq!(core.restore(stray), Restored::NotInFlight);
                 }
                 Op::Done(i) if !held.is_empty() => {
@@ -776,8 +817,8 @@ proptest! {
             }
             let later = now + 1_000;
             loop {
-                let got = take_marked(&mut core, ms(later));
-                prop_assert_eq!(got, model.next(later).map(|(key, marks, _)| (key, marks)));
+                let got = take_with_payload(&mut core, ms(later));
+                prop_assert_eq!(got, model.next(later).map(|(key, payload, _)| (key, payload)));
                 let Some((key, _)) = got else { break };
                 core.done(&key, ms(later)).expect("in flight");
                 model.done(key, later);
@@ -791,7 +832,8 @@ mod runs {
 
     use tokio::time::{Instant, timeout};
 
-    use crate::WorkQueue;
+    use super::Bits;
+    use crate::{Priority, When, WorkQueue};
 
     const LIMIT: Duration = Duration::from_secs(3600);
 
@@ -851,16 +893,16 @@ mod runs {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn keys_given_back_are_ready_again_with_their_marks_and_priority() {
-        let queue = WorkQueue::new();
-        queue.enqueue(1u32, crate::queue::When::Now, crate::Priority::LOW, 0b01);
-        queue.enqueue(2u32, crate::queue::When::Now, crate::Priority::HIGH, 0b10);
+    async fn keys_given_back_are_ready_again_with_their_payload_and_priority() {
+        let queue = WorkQueue::builder().payload::<Bits>().build();
+        queue.enqueue(1u32, When::Now, Priority::LOW, Bits(0b01));
+        queue.enqueue(2u32, When::Now, Priority::HIGH, Bits(0b10));
         let mut batch = queue.batch();
         batch.refill(Instant::now(), 2, 0);
         assert_eq!(batch.unstarted().count(), 2);
         let waiting = tokio::spawn({
             let queue = queue.clone();
-            async move { queue.get_handed().await.map(|h| (h.key, h.marks)) }
+            async move { queue.get_handed().await.map(|h| (h.key, h.payload)) }
         });
         tokio::task::yield_now().await;
         batch.release();
@@ -869,10 +911,10 @@ mod runs {
             .expect("no worker was woken for the keys given back")
             .expect("task")
             .expect("open");
-        assert_eq!(first, (2, 0b10), "the high-priority key first");
+        assert_eq!(first, (2, Bits(0b10)), "the high-priority key first");
         assert_eq!(
-            queue.get_handed().await.map(|h| (h.key, h.marks)),
-            Some((1, 0b01))
+            queue.get_handed().await.map(|h| (h.key, h.payload)),
+            Some((1, Bits(0b01)))
         );
     }
 
