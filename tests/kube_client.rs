@@ -16,6 +16,9 @@ use support::within;
 use tend::client::{ClientError, Fencing};
 use tend::kube::KubeSource;
 use tend::memory::MemoryStore;
+// kube-rs's `ResourceExt` beside tend's `Object`, as users import both:
+// no method of one shadows the other.
+use kube::ResourceExt;
 use tend::{Object, ObjectKey, Revision};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -91,9 +94,15 @@ async fn a_finalizer_holds_a_delete_until_it_is_removed() {
         .await
         .expect("added");
     assert_eq!(
-        added.object.finalizers(),
+        added.object.finalizer_names(),
         Some(&["tend.dev/cleanup".to_owned()][..])
     );
+    assert_eq!(
+        added.object.finalizers(),
+        ["tend.dev/cleanup"],
+        "kube-rs's view"
+    );
+    assert_eq!(added.object.key().name, added.object.name_any());
 
     maps.delete(&key).await.expect("delete asked");
     let marked = maps.get(&key).await.expect("read").expect("still there");
@@ -293,7 +302,7 @@ impl tend::controller::Reconciler<ConfigMap> for Cleaner {
         if map.deletion().is_none() {
             maps.add_finalizer(ctx.key(), FINALIZER).await?;
         } else if map
-            .finalizers()
+            .finalizer_names()
             .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
         {
             self.cleaned
@@ -348,7 +357,7 @@ async fn a_delete_waits_for_cleanup_which_runs_once_across_a_controller_restart(
     let guarded = async {
         loop {
             let map = maps.get(&key).await.expect("read").expect("there");
-            if map.finalizers().is_some_and(|f| !f.is_empty()) {
+            if map.finalizer_names().is_some_and(|f| !f.is_empty()) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -33,7 +33,7 @@ pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
 ///    authority): otherwise [`ClientError::Fenced`]; a token given to a
 ///    backend without an authority is [`ClientError::NoFencing`].
 /// 5. A refused write changes nothing.
-/// 6. Types with finalizers ([`Object::finalizers`]) follow the finalizer
+/// 6. Types with finalizers ([`Object::finalizer_names`]) follow the finalizer
 ///    rules (see the [client's docs](super#finalizers)), checked
 ///    atomically with the write.
 ///

@@ -1,5 +1,5 @@
 //! Finalizers: the rules every backend applies to a write of an object
-//! with finalizers ([`Object::finalizers`]), and the client's `add_finalizer` /
+//! with finalizers ([`Object::finalizer_names`]), and the client's `add_finalizer` /
 //! `remove_finalizer`.
 //!
 //! The rules are Kubernetes': a delete of an object with finalizers only
@@ -48,7 +48,7 @@ pub(crate) fn created<O: Object>(object: &mut O) {
 /// [`ClientError::BeingDeleted`] when `next` adds a finalizer to a marked
 /// object.
 pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, ClientError> {
-    if next.finalizers().is_none() {
+    if next.finalizer_names().is_none() {
         return Ok(Update::Store(next));
     }
     let deletion = stored.deletion();
@@ -56,8 +56,8 @@ pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, C
     if deletion.is_none() {
         return Ok(Update::Store(next));
     }
-    let old = stored.finalizers().unwrap_or_default();
-    let new = next.finalizers().unwrap_or_default();
+    let old = stored.finalizer_names().unwrap_or_default();
+    let new = next.finalizer_names().unwrap_or_default();
     if new.iter().any(|f| !old.contains(f)) {
         return Err(ClientError::BeingDeleted {
             key: format!("{:?}", next.key()),
@@ -78,10 +78,10 @@ pub(crate) fn keep_mark<O: Object>(stored: &O, next: &mut O) {
 /// What a delete of `stored` does: remove it, or mark it (now, by the wall
 /// clock) while it has finalizers.
 pub(crate) fn deleted<O: Object>(stored: &O) -> Delete<O> {
-    if stored.deletion().is_some() && stored.finalizers().is_some() {
+    if stored.deletion().is_some() && stored.finalizer_names().is_some() {
         return Delete::Marked;
     }
-    if stored.finalizers().is_some_and(|f| !f.is_empty()) {
+    if stored.finalizer_names().is_some_and(|f| !f.is_empty()) {
         let mut marked = stored.clone();
         marked.set_deletion(Some(Deletion::now()));
         return Delete::Mark(marked);
@@ -91,12 +91,12 @@ pub(crate) fn deleted<O: Object>(stored: &O) -> Delete<O> {
 
 /// Whether `object`, as a write returned it, was removed by that write.
 fn removed<O: Object>(object: &O) -> bool {
-    object.deletion().is_some() && object.finalizers().is_some_and(<[String]>::is_empty)
+    object.deletion().is_some() && object.finalizer_names().is_some_and(<[String]>::is_empty)
 }
 
 /// The type has no finalizers.
 #[derive(Debug, thiserror::Error)]
-#[error("this object type has no finalizers (`Object::finalizers` is `None`)")]
+#[error("this object type has no finalizers (`Object::finalizer_names` is `None`)")]
 struct NoFinalizers;
 
 impl<O: Object + PartialEq> Client<O> {
@@ -108,7 +108,7 @@ impl<O: Object + PartialEq> Client<O> {
     ///
     /// [`ClientError::BeingDeleted`] when the object is being deleted and
     /// lacks `name`; [`ClientError::Invalid`] when the type has no
-    /// finalizers ([`Object::finalizers`] is `None`); the errors of [`modify`](Self::modify).
+    /// finalizers ([`Object::finalizer_names`] is `None`); the errors of [`modify`](Self::modify).
     ///
     /// # Cancel safety
     ///
@@ -116,14 +116,14 @@ impl<O: Object + PartialEq> Client<O> {
     pub async fn add_finalizer(&self, key: &O::Key, name: &str) -> Result<Written<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(finalizers) = object.finalizers_mut() {
+                if let Some(finalizers) = object.finalizer_names_mut() {
                     if !finalizers.iter().any(|f| f == name) {
                         finalizers.push(name.to_owned());
                     }
                 }
             })
             .await?;
-        if written.object.finalizers().is_none() {
+        if written.object.finalizer_names().is_none() {
             return Err(ClientError::invalid(key, NoFinalizers));
         }
         Ok(written)
@@ -152,7 +152,7 @@ impl<O: Object + PartialEq> Client<O> {
     ) -> Result<Option<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(finalizers) = object.finalizers_mut() {
+                if let Some(finalizers) = object.finalizer_names_mut() {
                     finalizers.retain(|f| f != name);
                 }
             })
@@ -160,7 +160,7 @@ impl<O: Object + PartialEq> Client<O> {
         match written {
             Err(error) if error.is_not_found() => Ok(None),
             Err(error) => Err(error),
-            Ok(written) if written.object.finalizers().is_none() => {
+            Ok(written) if written.object.finalizer_names().is_none() => {
                 Err(ClientError::invalid(key, NoFinalizers))
             }
             Ok(written) if removed(&written.object) => Ok(None),

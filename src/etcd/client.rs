@@ -145,7 +145,7 @@ where
         // Types with finalizers: the rules need the stored object; the
         // transaction's compare on its version makes the read and the write
         // one step.
-        let stored = match object.finalizers() {
+        let stored = match object.finalizer_names() {
             Some(_) => self.stored(&object.key()).await?,
             None => None,
         };
@@ -209,7 +209,7 @@ where
         let etcd_key = self.etcd_key(key)?;
         let stored = self.stored(key).await?;
         let stored = stored
-            .filter(|s| s.finalizers().is_some() && expected.is_none_or(|e| e == s.version()));
+            .filter(|s| s.finalizer_names().is_some() && expected.is_none_or(|e| e == s.version()));
         let Some(stored) = stored else {
             let when = match expected {
                 Some(expected) => exists_at(&etcd_key, version(expected)),

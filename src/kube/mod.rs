@@ -92,6 +92,7 @@ mod endpoint;
 mod events;
 mod names;
 mod object;
+mod owner;
 mod source;
 
 pub use self::election::{
@@ -102,4 +103,5 @@ pub use self::events::{
     DEFAULT_CAPACITY, DEFAULT_WINDOW, Event, EventError, EventType, Recorder, Reporter,
 };
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
+pub use self::owner::{controller_of, controller_reference};
 pub use self::source::KubeSource;

@@ -95,11 +95,11 @@ where
         self.meta_mut().generation = i64::try_from(generation).ok();
     }
 
-    fn finalizers(&self) -> Option<&[String]> {
+    fn finalizer_names(&self) -> Option<&[String]> {
         Some(self.meta().finalizers.as_deref().unwrap_or_default())
     }
 
-    fn finalizers_mut(&mut self) -> Option<&mut Vec<String>> {
+    fn finalizer_names_mut(&mut self) -> Option<&mut Vec<String>> {
         Some(self.meta_mut().finalizers.get_or_insert_with(Vec::new))
     }
 
@@ -173,8 +173,8 @@ mod tests {
     #[test]
     fn finalizers_and_the_deletion_mark_live_in_the_metadata() {
         let mut map = config_map(Some("apps"), Some("1"));
-        assert_eq!(map.finalizers(), Some(&[][..]));
-        map.finalizers_mut()
+        assert_eq!(map.finalizer_names(), Some(&[][..]));
+        map.finalizer_names_mut()
             .expect("supported")
             .push("tend.dev/cleanup".to_owned());
         assert_eq!(

@@ -195,13 +195,15 @@ pub trait Object: Clone + Send + Sync + 'static {
     /// finalizer helpers go through this and the three below, so a type
     /// that keeps its finalizers elsewhere (a Kubernetes object's
     /// `metadata`) overrides these four instead of keeping a [`Lifecycle`].
-    fn finalizers(&self) -> Option<&[String]> {
+    /// (Not `finalizers`: kube-rs's `ResourceExt` has a method of that
+    /// name, and both traits are often in scope.)
+    fn finalizer_names(&self) -> Option<&[String]> {
         self.lifecycle().map(Lifecycle::finalizers)
     }
 
     /// The finalizers, to change them (default: the lifecycle's; `None`
     /// when the type has none).
-    fn finalizers_mut(&mut self) -> Option<&mut Vec<String>> {
+    fn finalizer_names_mut(&mut self) -> Option<&mut Vec<String>> {
         self.lifecycle_mut().map(Lifecycle::finalizers_mut)
     }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use tend::client::ClientError;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::kube::KubeSource;
@@ -22,14 +22,7 @@ pub const OWNER: &str = "owner";
 
 /// The controlling owner of `pod`, if a ReplicaSet.
 pub fn owner_of(pod: &Pod) -> Option<ObjectKey> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|owner| owner.controller == Some(true) && owner.kind == "ReplicaSet")?;
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-    Some(ObjectKey::new(namespace, owner.name.clone()))
+    tend::kube::controller_of::<ReplicaSet>(pod)
 }
 
 /// A set named `name` in `namespace` wanting `replicas` pods of `app`.
@@ -167,14 +160,7 @@ fn pod_for(set: &ReplicaSet) -> Pod {
             name: Some(format!("{name}-{suffix}")),
             namespace: set.metadata.namespace.clone(),
             labels: template.metadata.and_then(|m| m.labels),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".to_owned(),
-                kind: "ReplicaSet".to_owned(),
-                name,
-                uid: set.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: tend::kube::controller_reference(set).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
         spec: template.spec,
