@@ -28,6 +28,7 @@
 
 use std::fmt;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -84,6 +85,72 @@ pub enum RateLimitError {
     NoLimiters,
 }
 
+/// The failures of each key with some on record. A count of tracked keys
+/// lets `get` skip hashing while no key has failed, which is the common
+/// case: every reconcile asks for its key's failures.
+struct Failures<K> {
+    map: DashMap<K, u32, RandomState>,
+    tracked: AtomicUsize,
+}
+
+impl<K> Default for Failures<K>
+where
+    K: QueueKey,
+{
+    fn default() -> Self {
+        Self {
+            map: DashMap::default(),
+            tracked: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<K: QueueKey> Failures<K> {
+    /// Counts one more failure of `key`; returns the count before it.
+    fn bump(&self, key: &K) -> u32 {
+        let mut entry = self.map.entry(key.clone()).or_insert_with(|| {
+            self.tracked.fetch_add(1, Ordering::Relaxed);
+            0
+        });
+        let before = *entry;
+        *entry = before.saturating_add(1);
+        before
+    }
+
+    fn forget(&self, key: &K) {
+        if self.tracked.load(Ordering::Relaxed) != 0 && self.map.remove(key).is_some() {
+            self.tracked.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn get(&self, key: &K) -> u32 {
+        if self.tracked.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.map.get(key).map_or(0, |n| *n)
+    }
+
+    fn tracked(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Sets `key`'s failures (tests start a key deep in its backoff).
+    #[cfg(test)]
+    fn set(&self, key: K, failures: u32) {
+        if self.map.insert(key, failures).is_none() {
+            self.tracked.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<K> fmt::Debug for Failures<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Failures")
+            .field("tracked", &self.tracked.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
 /// Per-key exponential backoff: `base × 2^failures`, never above `cap`.
 ///
 /// The arithmetic saturates: every failure count up to `u32::MAX` and every
@@ -109,7 +176,7 @@ pub struct ExponentialBackoff<K> {
     base: Duration,
     cap: Duration,
     jitter: f64,
-    failures: DashMap<K, u32, RandomState>,
+    failures: Failures<K>,
 }
 
 impl<K: QueueKey> ExponentialBackoff<K> {
@@ -131,7 +198,7 @@ impl<K: QueueKey> ExponentialBackoff<K> {
             base,
             cap,
             jitter: 0.0,
-            failures: DashMap::default(),
+            failures: Failures::default(),
         })
     }
 
@@ -163,18 +230,16 @@ impl<K: QueueKey> ExponentialBackoff<K> {
 
 impl<K: QueueKey> RateLimiter<K> for ExponentialBackoff<K> {
     fn when(&self, key: &K) -> Duration {
-        let mut failures = self.failures.entry(key.clone()).or_insert(0);
-        let delay = self.delay_for(*failures, fastrand::f64());
-        *failures = failures.saturating_add(1);
-        delay
+        let before = self.failures.bump(key);
+        self.delay_for(before, fastrand::f64())
     }
 
     fn forget(&self, key: &K) {
-        self.failures.remove(key);
+        self.failures.forget(key);
     }
 
     fn retries(&self, key: &K) -> u32 {
-        self.failures.get(key).map_or(0, |n| *n)
+        self.failures.get(key)
     }
 }
 
@@ -184,7 +249,7 @@ impl<K: QueueKey> fmt::Debug for ExponentialBackoff<K> {
             .field("base", &self.base)
             .field("cap", &self.cap)
             .field("jitter", &self.jitter)
-            .field("tracked_keys", &self.failures.len())
+            .field("tracked_keys", &self.failures.tracked())
             .finish()
     }
 }
@@ -281,7 +346,7 @@ pub struct FastSlow<K: QueueKey> {
     fast: Duration,
     slow: Duration,
     fast_attempts: u32,
-    failures: DashMap<K, u32, RandomState>,
+    failures: Failures<K>,
 }
 
 impl<K: QueueKey> FastSlow<K> {
@@ -311,16 +376,15 @@ impl<K: QueueKey> FastSlow<K> {
             fast,
             slow,
             fast_attempts: fast_attempts.get(),
-            failures: DashMap::default(),
+            failures: Failures::default(),
         })
     }
 }
 
 impl<K: QueueKey> RateLimiter<K> for FastSlow<K> {
     fn when(&self, key: &K) -> Duration {
-        let mut failures = self.failures.entry(key.clone()).or_insert(0);
-        *failures = failures.saturating_add(1);
-        if *failures <= self.fast_attempts {
+        let failures = self.failures.bump(key).saturating_add(1);
+        if failures <= self.fast_attempts {
             self.fast
         } else {
             self.slow
@@ -328,11 +392,11 @@ impl<K: QueueKey> RateLimiter<K> for FastSlow<K> {
     }
 
     fn forget(&self, key: &K) {
-        self.failures.remove(key);
+        self.failures.forget(key);
     }
 
     fn retries(&self, key: &K) -> u32 {
-        self.failures.get(key).map_or(0, |n| *n)
+        self.failures.get(key)
     }
 }
 
@@ -400,7 +464,7 @@ pub fn default_rate_limiter<K: QueueKey>() -> MaxOf<K> {
         base: BASE,
         cap: CAP,
         jitter: 0.0,
-        failures: DashMap::default(),
+        failures: Failures::default(),
     };
     MaxOf {
         limiters: vec![
@@ -441,7 +505,7 @@ mod tests {
         let backoff = ExponentialBackoff::new(base, cap)
             .and_then(|b| b.jitter(jitter))
             .expect("valid");
-        backoff.failures.insert(0, failures);
+        backoff.failures.set(0, failures);
         backoff
     }
 
@@ -449,8 +513,31 @@ mod tests {
     fn fast_slow_at(fast: Duration, slow: Duration, attempts: u32, failures: u32) -> FastSlow<u8> {
         let attempts = NonZeroU32::new(attempts).unwrap_or(NonZeroU32::MIN);
         let limiter = FastSlow::new(fast, slow, attempts).expect("valid");
-        limiter.failures.insert(0, failures);
+        limiter.failures.set(0, failures);
         limiter
+    }
+
+    #[test]
+    fn the_tracked_count_follows_the_keys_with_failures() {
+        let failures = Failures::<u8>::default();
+        assert_eq!(failures.get(&1), 0, "nothing tracked: no lookup");
+        assert_eq!(failures.bump(&1), 0);
+        assert_eq!(failures.bump(&1), 1);
+        assert_eq!(failures.bump(&2), 0);
+        assert_eq!((failures.get(&1), failures.get(&2)), (2, 1));
+        assert_eq!(failures.tracked.load(Ordering::Relaxed), 2);
+        failures.forget(&1);
+        failures.forget(&1);
+        failures.forget(&3);
+        assert_eq!(
+            failures.tracked.load(Ordering::Relaxed),
+            1,
+            "each key counted once"
+        );
+        assert_eq!((failures.get(&1), failures.get(&2)), (0, 1));
+        failures.forget(&2);
+        assert_eq!(failures.tracked.load(Ordering::Relaxed), 0);
+        assert_eq!(failures.bump(&2), 0, "forgotten: the backoff starts afresh");
     }
 
     proptest! {
