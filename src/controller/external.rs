@@ -37,7 +37,9 @@ impl<K: crate::QueueKey> External<K> {
             Self::Keys(keys) => {
                 // Whatever is ready goes in under one lock.
                 let mut runs = keys.ready_chunks(RUN);
-                while let Some(Some(run)) = stop.run_until_cancelled(runs.next()).await {
+                while let Some(Some(mut run)) = stop.run_until_cancelled(runs.next()).await {
+                    // Filtered before the queue's lock: `ShardKey` is user code.
+                    run.retain(|key| sink.wants(key));
                     let entries = run
                         .into_iter()
                         .map(|key| sink.entry(key, Trigger::External, false));
@@ -53,10 +55,24 @@ impl<K: crate::QueueKey> External<K> {
     }
 }
 
-/// Queues every cached primary key at the background priority, in runs.
-/// The keys are the cache's: `Object::key` (user code) is not called.
+/// Queues every cached primary key (sharded: of the owned shards) at the
+/// background priority, in runs. The keys are the cache's: `Object::key`
+/// (user code) is not called.
 pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Store<O>, trigger: Trigger) {
-    let mut keys = store.keys().into_iter().peekable();
+    enqueue_where(sink, store, trigger, |key| sink.wants(key));
+}
+
+/// Queues the cached primary keys `keep` passes (called before the
+/// queue's lock) at the background priority, in runs.
+pub(super) fn enqueue_where<O: Object>(
+    sink: &Enqueue<O::Key>,
+    store: &Store<O>,
+    trigger: Trigger,
+    keep: impl Fn(&O::Key) -> bool,
+) {
+    let mut keys = store.keys();
+    keys.retain(|key| keep(key));
+    let mut keys = keys.into_iter().peekable();
     while keys.peek().is_some() {
         let run = keys.by_ref().take(RUN);
         sink.queue

@@ -33,6 +33,7 @@ mod observer;
 mod predicate;
 mod reconciler;
 mod scope;
+mod shards;
 mod trigger;
 mod watch;
 mod worker;
@@ -56,6 +57,7 @@ use self::builder::{Config, Inputs};
 use self::context::Caches;
 use self::gate::Gate;
 use self::last_states::LastStates;
+pub(crate) use self::shards::{KeyShards, Owned};
 use self::watch::{Enqueue, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::informer::{Informer, InformerError};
@@ -149,7 +151,12 @@ pub struct Controller<O: Object, R> {
     observer: Arc<dyn ControllerObserver>,
     fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
     abort: Option<CancellationToken>,
+    shards: Option<KeyShards<O::Key>>,
 }
+
+/// Queues every cached primary key of the given shards (a sharded
+/// controller's keys, once their shard is acquired).
+pub(crate) type ShardFeed = Arc<dyn Fn(&[crate::shard::Shard]) + Send + Sync>;
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     /// Starts configuring a controller named `name` (used in logs and
@@ -179,6 +186,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             observer,
             fencing_token: None,
             abort: None,
+            shards: None,
         }
     }
 
@@ -221,6 +229,44 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         self.abort = Some(abort);
     }
 
+    /// Reconciles only keys of the shards `shards` says this replica owns,
+    /// each with its shard's token (set by the manager's sharding).
+    pub(crate) fn set_shards(&mut self, shards: KeyShards<O::Key>) {
+        self.shards = Some(shards);
+    }
+
+    /// Queues the cached keys of shards just acquired, at the background
+    /// priority (`Trigger::Acquired`); usable before and while running.
+    pub(crate) fn shard_feed(&self) -> ShardFeed {
+        let sink = self.sink();
+        let store = self.inputs.primary.informer().store();
+        Arc::new(move |gained| {
+            let Some(shards) = &sink.shards else { return };
+            let mut wanted = vec![false; shards.owned.count().shards().len()];
+            for shard in gained {
+                if let Some(slot) = usize::try_from(shard.index())
+                    .ok()
+                    .and_then(|i| wanted.get_mut(i))
+                {
+                    *slot = true;
+                }
+            }
+            let keep = |key: &O::Key| {
+                let shard = shards.shard(key).index();
+                usize::try_from(shard).is_ok_and(|i| wanted.get(i) == Some(&true))
+            };
+            external::enqueue_where(&sink, &store, Trigger::Acquired, keep);
+        })
+    }
+
+    fn sink(&self) -> Enqueue<O::Key> {
+        Enqueue {
+            queue: self.queue.clone(),
+            background: self.config.background,
+            shards: self.shards.clone(),
+        }
+    }
+
     /// How many keys are reconciled at once.
     pub(crate) fn concurrency(&self) -> std::num::NonZeroUsize {
         self.config.concurrency
@@ -248,10 +294,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     /// Dropping the future aborts the workers' tasks (a `JoinSet` owns them)
     /// without the grace period: cancel `shutdown` and await `run` instead.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), ControllerError> {
-        let sink = Enqueue {
-            queue: self.queue.clone(),
-            background: self.config.background,
-        };
+        let sink = self.sink();
         let last_states = Arc::new(LastStates::new());
         let (caches, subscriptions) = self.subscribe(&sink, &last_states);
         tokio::select! {

@@ -29,10 +29,13 @@ pub enum Trigger {
     /// [`reconcile_on`](super::ControllerBuilder::reconcile_on), or every key
     /// from [`reconcile_all_on`](super::ControllerBuilder::reconcile_all_on).
     External,
+    /// This replica acquired the key's shard (a sharded manager): every
+    /// cached key of the shard is re-checked, at the background priority.
+    Acquired,
 }
 
 impl Trigger {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::Initial,
         Self::Changed,
         Self::Deleted,
@@ -42,6 +45,7 @@ impl Trigger {
         Self::Retry,
         Self::Requeue,
         Self::External,
+        Self::Acquired,
     ];
 
     const fn bit(self) -> u16 {
@@ -59,6 +63,7 @@ impl Trigger {
             Self::Retry => "retry",
             Self::Requeue => "requeue",
             Self::External => "external",
+            Self::Acquired => "acquired",
         }
     }
 }

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 
 use super::context::Caches;
 use super::last_states::LastStates;
+use super::shards::{Claim, KeyShards};
 use super::{Predicate, Trigger, Triggers};
 use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
 use crate::queue::{Add, Priority, When, WorkQueue};
@@ -64,9 +65,12 @@ impl<P: Object> fmt::Debug for Watch<P> {
 
 /// Puts keys into the controller's queue, with why: the queue carries each
 /// key's triggers (its payload) to the reconcile that handles them.
+/// A sharded controller's sink queues only keys of the shards the replica
+/// owns (checked before the queue's lock: `ShardKey` is user code).
 pub(crate) struct Enqueue<K: crate::QueueKey> {
     pub(crate) queue: WorkQueue<K, Triggers>,
     pub(crate) background: Priority,
+    pub(crate) shards: Option<KeyShards<K>>,
 }
 
 impl<K: crate::QueueKey> Clone for Enqueue<K> {
@@ -74,11 +78,34 @@ impl<K: crate::QueueKey> Clone for Enqueue<K> {
         Self {
             queue: self.queue.clone(),
             background: self.background,
+            shards: self.shards.clone(),
         }
     }
 }
 
+/// A key this replica may not reconcile now: its shard is not owned.
+pub(crate) struct NotOwned;
+
 impl<K: crate::QueueKey> Enqueue<K> {
+    /// Whether `key` may be queued: always, unless sharded and its shard is
+    /// not owned.
+    pub(crate) fn wants(&self, key: &K) -> bool {
+        self.shards.as_ref().is_none_or(|shards| shards.owns(key))
+    }
+
+    /// Counts a reconcile of `key` against its shard: `Ok(None)` when not
+    /// sharded, `Err` when the shard is not owned (the key is skipped).
+    pub(crate) fn claim(&self, key: &K) -> Result<Option<Claim>, NotOwned> {
+        match &self.shards {
+            None => Ok(None),
+            Some(shards) => shards
+                .owned
+                .claim(shards.shard(key))
+                .map(Some)
+                .ok_or(NotOwned),
+        }
+    }
+
     /// What to queue for `key`: the background priority for initial lists
     /// and resyncs (so fresh changes go first), else normal priority and
     /// debounced (when the controller debounces: background keys are not
@@ -131,22 +158,37 @@ struct Gather<K: crate::QueueKey, F> {
 /// The keys gathered since the last flush.
 pub(crate) struct Keys<K> {
     pending: Vec<(K, Trigger, bool)>,
+    shards: Option<KeyShards<K>>,
 }
 
 impl<K> Keys<K> {
+    /// Whether `key` may be queued (sharded: its shard is owned).
+    fn wants(&self, key: &K) -> bool {
+        self.shards.as_ref().is_none_or(|shards| shards.owns(key))
+    }
+
     /// Asks for `key` to be reconciled because of `trigger`, at the
-    /// background priority if `background`.
+    /// background priority if `background`, if it is wanted.
     fn push(&mut self, key: K, trigger: Trigger, background: bool) {
+        if self.wants(&key) {
+            self.push_wanted(key, trigger, background);
+        }
+    }
+
+    /// [`push`](Self::push) for a key [`wants`](Self::wants) passed.
+    fn push_wanted(&mut self, key: K, trigger: Trigger, background: bool) {
         self.pending.push((key, trigger, background));
     }
 }
 
 impl<K: crate::QueueKey, F> Gather<K, F> {
     fn new(sink: Enqueue<K>, on_event: F) -> Self {
+        let shards = sink.shards.clone();
         Self {
             sink,
             keys: Keys {
                 pending: Vec::new(),
+                shards,
             },
             on_event,
             held: None,
@@ -236,7 +278,8 @@ where
 {
     let predicate = watch.predicate.clone();
     let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
-        if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
+        // Another replica's key leaves no last state here either.
+        if predicate.as_ref().is_some_and(|p| !p.matches(event)) || !keys.wants(key) {
             return;
         }
         let key = key.clone();
@@ -252,7 +295,7 @@ where
         if matches!(event, Event::Initial(_) | Event::Applied { .. }) {
             last_states.forget(&key);
         }
-        keys.push(key, trigger, is_background(event));
+        keys.push_wanted(key, trigger, is_background(event));
     };
     Box::new(
         watch

@@ -15,6 +15,7 @@ use super::context::Caches;
 use super::gate::Gate;
 use super::last_states::LastStates;
 use super::scope::Scope;
+use super::shards::Claim;
 use super::watch::Enqueue;
 use super::{
     Action, Context, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger, Triggers,
@@ -169,17 +170,24 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             let Some((handed, started)) = self.take(&mut batch, &mut pace).await else {
                 return;
             };
+            // Sharded: held until the reconcile has been settled, so the
+            // shard's handover waits for it.
+            let Ok(claim) = self.sink.claim(&handed.key) else {
+                self.skip(&mut batch, &mut pace, handed.key, started);
+                continue;
+            };
             // User callbacks run around the reconcile (error policy,
             // observers, the error's Display): a panic in any of them must
             // not end the worker nor strand its key. (The queue catches its
             // observer's panics itself.)
-            let tokens = (&*stop, &scope);
+            let tokens = (&*stop, &scope, claim.as_ref());
             let processed =
                 AssertUnwindSafe(self.process(&handed, tokens, &caches, &mut batch, started));
             let (ended, waited) = match processed.catch_unwind().await {
                 Ok(done) => done,
                 Err(panic) => self.recover(&handed, &*panic),
             };
+            drop(claim);
             let writes = scope.take_writes();
             Scope::recycle(&mut scope);
             let key = match &self.gate {
@@ -188,6 +196,20 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             };
             pace.finished(&mut batch, key, started, ended, waited);
         }
+    }
+
+    /// Ends a key of a shard this replica does not own (any more) without
+    /// reconciling it: its owner reconciles it.
+    fn skip(
+        &self,
+        batch: &mut Batch<'_, O::Key, Triggers>,
+        pace: &mut Pace,
+        key: O::Key,
+        started: Instant,
+    ) {
+        tracing::debug!(controller = %self.name, ?key, "skipping a key of a shard not owned");
+        self.sink.queue.forget(&key);
+        pace.finished(batch, Some(key), started, Instant::now(), false);
     }
 
     /// The next key and when its processing starts: from the batch, or
@@ -235,7 +257,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     async fn process(
         &self,
         handed: &Handed<O::Key, Triggers>,
-        (stop, scope): (&CancellationToken, &Arc<Scope>),
+        (stop, scope, claim): (&CancellationToken, &Arc<Scope>, Option<&Claim>),
         caches: &Arc<Caches>,
         batch: &mut Batch<'_, O::Key, Triggers>,
         started: Instant,
@@ -265,7 +287,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             triggers,
             scope: Arc::clone(scope),
             caches: Arc::clone(caches),
-            fencing_token: self.fencing_token.as_ref().and_then(|token| token()),
+            fencing_token: match claim {
+                Some(claim) => Some(claim.token),
+                None => self.fencing_token.as_ref().and_then(|token| token()),
+            },
             read_your_writes: self.gate.is_some(),
         };
         let span = tracing::info_span!(
@@ -277,7 +302,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         );
         let mut report = Report::start(&*self.observer, started);
         let (ran, waited) = self
-            .call(ctx, (stop, scope), batch)
+            .call(ctx, (stop, scope), claim.map(|c| &c.cancel), batch)
             .instrument(span.clone())
             .await;
         let ended = Instant::now();
@@ -290,18 +315,19 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         (ended, waited)
     }
 
-    /// Runs the reconcile with panic catching, its timeout and the worker's
-    /// `stop`. On a timeout the reconcile's `token` is cancelled before the
-    /// future is dropped. If
+    /// Runs the reconcile with panic catching, its timeout, the worker's
+    /// `stop` and its shard's `handover` token. On a timeout or a handover
+    /// the reconcile's `token` is cancelled before the future is dropped. If
     /// the reconcile waits, what the worker holds is released first (and
     /// `true` returned with the outcome).
     async fn call(
         &self,
         ctx: Context<O>,
         (stop, scope): (&CancellationToken, &Scope),
+        handover: Option<&CancellationToken>,
         batch: &mut Batch<'_, O::Key, Triggers>,
     ) -> (Ran<R::Error>, bool) {
-        if stop.is_cancelled() {
+        if stop.is_cancelled() || handover.is_some_and(CancellationToken::is_cancelled) {
             return (Ran::Cancelled, false);
         }
         // Built inside the guarded future: a `reconcile` that panics before
@@ -328,10 +354,20 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 None => std::future::pending().await,
             }
         };
+        let handed_over = async {
+            match handover {
+                Some(handover) => handover.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         let ran = tokio::select! {
             biased;
             ran = &mut reconcile => finished(ran),
             () = stop.cancelled() => Ran::Cancelled,
+            () = handed_over => {
+                scope.cancel();
+                Ran::Cancelled
+            }
             () = timer => {
                 scope.cancel();
                 Ran::TimedOut

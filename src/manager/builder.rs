@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 use super::health::StallLimits;
 use super::signals::Signals;
 use super::{LeaderElector, Manager, ManagerError};
+use crate::shard::{Membership, ShardCount};
 
 /// Configures a [`Manager`]; start from [`Manager::builder`].
 #[must_use]
@@ -22,6 +23,8 @@ pub struct ManagerBuilder {
     pub(super) grace: Duration,
     pub(super) sync_timeout: Duration,
     pub(super) elector: Option<Arc<dyn LeaderElector>>,
+    pub(super) sharding: Option<(Arc<dyn Membership>, ShardCount)>,
+    pub(super) handover: Duration,
     pub(super) standby_ready: bool,
     pub(super) stalls: StallLimits,
     pub(super) signals: Signals,
@@ -36,6 +39,8 @@ impl ManagerBuilder {
             grace: Duration::from_secs(30),
             sync_timeout: Duration::from_secs(120),
             elector: None,
+            sharding: None,
+            handover: Duration::from_secs(10),
             standby_ready: true,
             stalls: StallLimits::DEFAULT,
             signals: Signals::Os,
@@ -72,6 +77,61 @@ impl ManagerBuilder {
     /// always). Informers run either way (a warm standby).
     pub fn leader_election(mut self, elector: impl LeaderElector) -> Self {
         self.elector = Some(Arc::new(elector));
+        self
+    }
+
+    /// Spreads the keys of the controllers registered with
+    /// [`Manager::add_sharded_controller`] over the replicas of
+    /// `membership`'s group, in `shards` shards (default: no sharding;
+    /// excludes [`leader_election`](Self::leader_election)).
+    ///
+    /// Every replica runs its informers (all keys cached); each reconciles
+    /// only the keys of the shards it owns. `run` joins the group once the
+    /// caches have synced, watches its members, computes the
+    /// [`Assignment`](crate::shard::Assignment) and acquires each shard
+    /// assigned here (waiting until its previous owner released it); on
+    /// acquiring one, it queues the shard's cached keys at the background
+    /// priority ([`Trigger::Acquired`](crate::controller::Trigger::Acquired)).
+    /// A shard assigned away stops starting reconciles at once; running
+    /// ones get the [handover timeout](Self::shard_handover_timeout), then
+    /// are cancelled; then the shard is released. A lost membership stops
+    /// every reconcile and fails `run` with
+    /// [`ManagerError::LostMembership`]. Reconciles get their shard's token
+    /// in [`Context::fencing_token`](crate::controller::Context::fencing_token).
+    ///
+    /// `shards` must be the membership's shard count (an
+    /// [`InProcessMembership`](crate::shard::InProcessMembership)'s, for
+    /// one); every replica must use the same.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tend::manager::Manager;
+    /// use tend::shard::{InProcessMembership, ShardCount};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let shards = ShardCount::new(64)?;
+    /// let group = InProcessMembership::new("widgets", shards);
+    /// let replica = Manager::builder()
+    ///     .sharding(group.member("replica-0"), shards)
+    ///     .without_signals()
+    ///     .build()?;
+    /// // replica.add_sharded_controller(…)?; replica.run().await?;
+    /// # drop(replica);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sharding(mut self, membership: impl Membership, shards: ShardCount) -> Self {
+        self.sharding = Some((Arc::new(membership), shards));
+        self
+    }
+
+    /// How long a shard being handed over waits for its running reconciles
+    /// before cancelling them (default 10 s; zero cancels them at once).
+    /// `/readyz` also waits at most three times this for the replica's
+    /// assigned share.
+    pub fn shard_handover_timeout(mut self, timeout: Duration) -> Self {
+        self.handover = timeout;
         self
     }
 
@@ -156,8 +216,12 @@ impl ManagerBuilder {
     /// # Errors
     ///
     /// [`ManagerError::InvalidConfig`] for a zero timeout or stall bound;
+    /// [`ManagerError::ShardingWithLeaderElection`] when both are set;
     /// [`ManagerError::Http`] when the address cannot be bound.
     pub fn build(self) -> Result<Manager, ManagerError> {
+        if self.elector.is_some() && self.sharding.is_some() {
+            return Err(ManagerError::ShardingWithLeaderElection);
+        }
         let zero = [
             (Some(self.grace), "the graceful-shutdown timeout"),
             (Some(self.sync_timeout), "the sync timeout"),
@@ -183,6 +247,10 @@ impl fmt::Debug for ManagerBuilder {
         s.field("grace", &self.grace)
             .field("sync_timeout", &self.sync_timeout)
             .field("leader_election", &self.elector.as_ref().map(|e| e.name()))
+            .field(
+                "sharding",
+                &self.sharding.as_ref().map(|(m, s)| (m.group(), s.get())),
+            )
             .field("standby_ready", &self.standby_ready)
             .field("stalls", &self.stalls)
             .field("signals", &self.signals)

@@ -1,5 +1,5 @@
-//! The manager's HTTP server: `/metrics`, `/healthz`, `/readyz` and
-//! `/debug/queues` (feature `http`).
+//! The manager's HTTP server: `/metrics`, `/healthz`, `/readyz`,
+//! `/debug/queues` and `/debug/shards` (feature `http`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -91,11 +91,19 @@ fn respond(request: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
         "/metrics" => metrics(&shared.registry),
         "/healthz" => probe(&shared.status.health()),
         "/readyz" => probe(&shared.status.readiness()),
-        "/debug/queues" => match serde_json::to_string_pretty(&shared.status.queues()) {
-            Ok(json) => with_type(StatusCode::OK, "application/json", json),
-            Err(error) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+        "/debug/queues" => json(&shared.status.queues()),
+        "/debug/shards" => match shared.status.shards() {
+            Some(report) => json(&report),
+            None => text(StatusCode::NOT_FOUND, "sharding is off\n".to_owned()),
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n".to_owned()),
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    match serde_json::to_string_pretty(value) {
+        Ok(json) => with_type(StatusCode::OK, "application/json", json),
+        Err(error) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
     }
 }
 

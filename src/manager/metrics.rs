@@ -88,6 +88,8 @@ pub(super) struct Metrics {
     retries: Family<QueueLabels, Counter>,
     limiter_panics: Family<QueueLabels, Counter>,
     leader: Family<NameLabels, Gauge>,
+    shards_owned: Family<NameLabels, Gauge>,
+    handovers: Family<NameLabels, Counter>,
     pulled: Arc<Pulled>,
 }
 
@@ -110,6 +112,8 @@ impl Metrics {
             retries: Family::default(),
             limiter_panics: Family::default(),
             leader: Family::default(),
+            shards_owned: Family::default(),
+            handovers: Family::default(),
             pulled: Arc::new(Pulled::default()),
         };
         metrics.register_controller_families(registry);
@@ -118,6 +122,16 @@ impl Metrics {
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
             metrics.leader.clone(),
+        );
+        registry.register(
+            "tend_shards_owned",
+            "Shards this replica owns, by membership group",
+            metrics.shards_owned.clone(),
+        );
+        registry.register(
+            "tend_shard_handovers",
+            "Shards this replica gave up to another member (drained, then released), by membership group",
+            metrics.handovers.clone(),
         );
         registry.register_collector(Box::new(Arc::clone(&metrics.pulled)));
         metrics
@@ -263,6 +277,25 @@ impl Metrics {
             name: election.to_owned(),
         };
         self.leader.get_or_create(&labels).set(i64::from(leader));
+    }
+}
+
+impl Metrics {
+    /// How many shards this replica owns in `group`.
+    pub(super) fn set_shards_owned(&self, group: &str, owned: usize) {
+        let labels = NameLabels {
+            name: group.to_owned(),
+        };
+        let owned = i64::try_from(owned).unwrap_or(i64::MAX);
+        self.shards_owned.get_or_create(&labels).set(owned);
+    }
+
+    /// This replica handed a shard of `group` over.
+    pub(super) fn shard_handed_over(&self, group: &str) {
+        let labels = NameLabels {
+            name: group.to_owned(),
+        };
+        self.handovers.get_or_create(&labels).inc();
     }
 }
 

@@ -86,6 +86,7 @@ mod health;
 mod http;
 mod metrics;
 mod run;
+mod sharding;
 mod signals;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod status;
@@ -110,9 +111,13 @@ pub use prometheus_client;
 
 use self::erased::{ErasedController, FencingFn, SharedInformer};
 use self::metrics::Metrics;
+use self::sharding::Sharding;
 use self::signals::Signals;
-use crate::controller::{Controller, ControllerBuilder, ControllerError, Reconciler, Watch};
+use crate::controller::{
+    Controller, ControllerBuilder, ControllerError, KeyShards, Reconciler, ShardFeed, Watch,
+};
 use crate::informer::{Informer, InformerError};
+use crate::shard::{MembershipError, Shard, ShardCount, ShardKey};
 use crate::source::{BoxError, Object};
 
 /// Why a manager could not be configured, or why it stopped.
@@ -192,6 +197,29 @@ pub enum ManagerError {
         /// The election's name.
         election: String,
     },
+    /// Both leader election and sharding were configured: they exclude
+    /// each other (sharding spreads the work; leader election gives all of
+    /// it to one replica).
+    #[error("leader election and sharding cannot both be configured")]
+    ShardingWithLeaderElection,
+    /// [`Manager::add_controller`] on a sharded manager: every replica
+    /// would reconcile every key. Use [`Manager::add_sharded_controller`].
+    #[error("controller `{controller}` is not sharded, but the manager is")]
+    UnshardedController {
+        /// The controller's name.
+        controller: String,
+    },
+    /// Joining the membership or acquiring a shard failed.
+    #[error("sharding failed")]
+    Membership(#[source] MembershipError),
+    /// The membership ended (it expired, or was taken away): controllers
+    /// were stopped and in-flight reconciles cancelled. The process should
+    /// exit, as after a lost leadership.
+    #[error("lost the membership of group `{group}`")]
+    LostMembership {
+        /// The group's name.
+        group: String,
+    },
     /// The signal handlers could not be installed.
     #[error("installing the signal handlers failed")]
     Signals(#[source] std::io::Error),
@@ -261,6 +289,9 @@ pub struct Manager {
     tasks: Vec<(String, TaskFn)>,
     elector: Option<Arc<dyn LeaderElector>>,
     fencing: Arc<Mutex<Option<u64>>>,
+    sharding: Option<Arc<Sharding>>,
+    /// Each sharded controller's feed of an acquired shard's keys.
+    feeds: Vec<ShardFeed>,
     signals: Signals,
     shutdown: CancellationToken,
     #[cfg(feature = "http")]
@@ -293,6 +324,9 @@ impl Manager {
         if let Some(elector) = &builder.elector {
             metrics.set_leader(elector.name(), false);
         }
+        if let Some((membership, _)) = &builder.sharding {
+            metrics.set_shards_owned(membership.group(), 0);
+        }
         Ok(Self {
             config: Config {
                 grace: builder.grace,
@@ -307,6 +341,10 @@ impl Manager {
             tasks: Vec::new(),
             elector: builder.elector,
             fencing: Arc::new(Mutex::new(None)),
+            sharding: builder.sharding.map(|(membership, shards)| {
+                Arc::new(Sharding::new(membership, shards, builder.handover))
+            }),
+            feeds: Vec::new(),
             signals: builder.signals,
             shutdown: CancellationToken::new(),
             #[cfg(feature = "http")]
@@ -375,8 +413,61 @@ impl Manager {
     /// # Errors
     ///
     /// [`ManagerError::DuplicateController`] when a controller of that name
-    /// is already registered.
+    /// is already registered; [`ManagerError::UnshardedController`] on a
+    /// sharded manager (use [`add_sharded_controller`](Self::add_sharded_controller)).
     pub fn add_controller<O: Object, R: Reconciler<O>>(
+        &mut self,
+        controller: Controller<O, R>,
+    ) -> Result<(), ManagerError> {
+        if self.sharding.is_some() {
+            return Err(ManagerError::UnshardedController {
+                controller: controller.name().to_owned(),
+            });
+        }
+        self.register(controller)
+    }
+
+    /// Registers a controller that, on a manager built with
+    /// [`ManagerBuilder::sharding`], reconciles only the keys of the shards
+    /// this replica owns (by [`ShardCount::shard_of`] over the key's
+    /// [`ShardKey`]), each reconcile with its shard's fencing token in
+    /// [`Context::fencing_token`](crate::controller::Context::fencing_token).
+    /// Events of other shards' keys are not queued; the informers still
+    /// cache every key. On a manager without sharding, the same as
+    /// [`add_controller`](Self::add_controller).
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::DuplicateController`] when a controller of that name
+    /// is already registered.
+    pub fn add_sharded_controller<O, R>(
+        &mut self,
+        mut controller: Controller<O, R>,
+    ) -> Result<(), ManagerError>
+    where
+        O: Object<Key: ShardKey>,
+        R: Reconciler<O>,
+    {
+        if let Some(sharding) = &self.sharding {
+            if self
+                .controllers
+                .iter()
+                .any(|c| c.name() == controller.name())
+            {
+                return Err(ManagerError::DuplicateController {
+                    controller: controller.name().to_owned(),
+                });
+            }
+            controller.set_shards(KeyShards {
+                owned: Arc::clone(&sharding.owned),
+                shard_of: shard_of::<O::Key>,
+            });
+            self.feeds.push(controller.shard_feed());
+        }
+        self.register(controller)
+    }
+
+    fn register<O: Object, R: Reconciler<O>>(
         &mut self,
         mut controller: Controller<O, R>,
     ) -> Result<(), ManagerError> {
@@ -458,8 +549,15 @@ impl fmt::Debug for Manager {
             .field("controllers", &controllers)
             .field("tasks", &tasks)
             .field("leader_election", &self.elector.as_ref().map(|e| e.name()))
+            .field("sharding", &self.sharding.as_ref().map(|s| s.group()))
             .finish_non_exhaustive()
     }
+}
+
+/// A key's shard: `ShardCount::shard_of` as a plain function, so that a
+/// controller keeps it without a `ShardKey` bound.
+fn shard_of<K: ShardKey>(count: ShardCount, key: &K) -> Shard {
+    count.shard_of(key)
 }
 
 #[cfg(feature = "http")]

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::erased::{ControllerView, QueueView, SharedInformer};
 use super::group::{Exit, Group};
 use super::metrics::Metrics;
+use super::sharding::Ownership;
 use super::status::Status;
 use super::{LeaderElector, Manager, ManagerError, signals};
 
@@ -178,6 +179,7 @@ impl Manager {
                 .collect(),
             stalls: self.config.stalls,
             elected: self.elector.is_some(),
+            sharding: self.sharding.clone(),
             standby_ready: self.config.standby_ready,
             leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
@@ -259,6 +261,9 @@ impl Manager {
             let watch = leadership.watch(layers.election.token());
             layers.election.spawn("leader election", watch);
         }
+        if let Err(cause) = self.start_sharding(layers, status, stop, abort).await {
+            return cause;
+        }
         for controller in self.controllers.drain(..) {
             let name = controller.name().to_owned();
             let run = controller.start(layers.controllers.token(), abort.clone());
@@ -272,6 +277,37 @@ impl Manager {
             Ok(()) => Ok(()),
             Err(cause) => cause,
         }
+    }
+
+    /// Joins the membership and starts following it (when sharded).
+    async fn start_sharding(
+        &mut self,
+        layers: &mut Layers,
+        status: &Status,
+        stop: &CancellationToken,
+        abort: &CancellationToken,
+    ) -> Result<(), Exit> {
+        let Some(sharding) = self.sharding.clone() else {
+            return Ok(());
+        };
+        match layers.until(stop, sharding.membership.join()).await {
+            Ok(joined) => joined.map_err(|error| Err(ManagerError::Membership(error)))?,
+            Err(cause) => return Err(cause),
+        }
+        *sharding.joined.lock() = Some(Instant::now());
+        tracing::info!(group = sharding.group(), member = %sharding.membership.id(), "joined");
+        let queues = status
+            .controllers
+            .iter()
+            .map(|c| Arc::clone(&c.queue))
+            .collect();
+        let feeds = std::mem::take(&mut self.feeds);
+        let ownership =
+            Ownership::new(sharding, feeds, queues, abort.clone(), self.metrics.clone());
+        layers
+            .election
+            .spawn("sharding", ownership.run(layers.election.token()));
+        Ok(())
     }
 
     /// Stops the layers in reverse order within the graceful-shutdown
@@ -310,8 +346,12 @@ impl Manager {
 
     async fn stop_in_order(&mut self, layers: &mut Layers, status: &Status) -> Exit {
         let mut first = layers.controllers.stop().await;
+        // The sharding task gives its shards up and leaves here.
+        let followed = layers.election.stop().await;
+        if self.sharding.is_some() && first.is_ok() {
+            first = followed;
+        }
         if let Some(elector) = &self.elector {
-            let _ = layers.election.stop().await;
             if status.leader.swap(false, Ordering::AcqRel) {
                 *self.fencing.lock() = None;
                 self.metrics.set_leader(elector.name(), false);

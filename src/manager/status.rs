@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::erased::{ControllerView, SharedInformer};
 use super::health::{StallLimits, Unhealthy, stuck_keys};
+use super::sharding::{ShardReport, Sharding};
 
 /// How many in-flight keys `/debug/queues` lists per controller, and
 /// `/healthz` per stuck controller.
@@ -25,6 +26,8 @@ pub(super) struct Status {
     pub(super) stalls: StallLimits,
     /// Whether leader election is configured.
     pub(super) elected: bool,
+    /// The sharding, when configured.
+    pub(super) sharding: Option<Arc<Sharding>>,
     /// Whether a standby (not leader) counts as ready.
     pub(super) standby_ready: bool,
     pub(super) leader: AtomicBool,
@@ -90,6 +93,15 @@ impl Status {
         if self.elected && !self.standby_ready && !self.leader.load(Ordering::Acquire) {
             reasons.push("not the leader".to_owned());
         }
+        if let Some(sharding) = self.sharding.as_ref().filter(|s| !s.waited_enough()) {
+            match sharding.missing() {
+                None => reasons.push("not a member yet".to_owned()),
+                Some(0) => {}
+                Some(missing) => {
+                    reasons.push(format!("{missing} assigned shards not acquired yet"))
+                }
+            }
+        }
         if reasons.is_empty() {
             Probe {
                 ok: true,
@@ -128,6 +140,12 @@ impl Status {
                 }
             })
             .collect()
+    }
+
+    /// `/debug/shards`: the sharding as this replica sees it (`None`
+    /// without sharding).
+    pub(super) fn shards(&self) -> Option<ShardReport> {
+        self.sharding.as_ref().map(|sharding| sharding.report())
     }
 
     pub(super) fn set_failed(&self, failure: String) {

@@ -1,0 +1,373 @@
+//! The manager's sharding: watch the members, compute the assignment,
+//! acquire the shards assigned here, drain and release the ones moving
+//! away.
+//!
+//! One task (in the election layer) owns the loop. It changes the
+//! replica's [`Owned`] table, which the sharded controllers read: a shard
+//! counts as owned from its acquisition until the moment its handover
+//! starts, and is released only once its last reconcile has ended (or the
+//! drain bound passed and the reconciles were cancelled: their writes are
+//! fenced by then anyway, once the shard is released).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::ManagerError;
+use super::erased::QueueView;
+use super::group::Exit;
+use super::metrics::Metrics;
+use crate::controller::{Owned, ShardFeed};
+use crate::shard::{Assignment, Membership, MembershipError, Shard, ShardCount};
+
+/// How long a stopping manager waits for its membership to leave.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an acquisition waits after a backend failure before trying again.
+const RETRY_ACQUIRE: Duration = Duration::from_secs(1);
+
+/// The sharding configured on a manager, shared by its task and the status.
+pub(super) struct Sharding {
+    pub(super) membership: Arc<dyn Membership>,
+    pub(super) owned: Arc<Owned>,
+    /// How long a handover waits for the shard's reconciles before
+    /// cancelling them.
+    pub(super) drain: Duration,
+    /// The last assignment computed, for `/debug/shards` and `/readyz`.
+    pub(super) assignment: Mutex<Option<Assignment>>,
+    /// When the replica joined (the start of `ready_after`).
+    pub(super) joined: Mutex<Option<Instant>>,
+}
+
+impl Sharding {
+    pub(super) fn new(
+        membership: Arc<dyn Membership>,
+        shards: ShardCount,
+        drain: Duration,
+    ) -> Self {
+        Self {
+            membership,
+            owned: Arc::new(Owned::new(shards)),
+            drain,
+            assignment: Mutex::new(None),
+            joined: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn group(&self) -> &str {
+        self.membership.group()
+    }
+
+    /// The shards assigned to this replica that it does not own yet
+    /// (`None` before the first assignment).
+    pub(super) fn missing(&self) -> Option<usize> {
+        let assignment = self.assignment.lock().clone()?;
+        let me = self.membership.id().as_str();
+        let missing = assignment
+            .shards_of(me)
+            .filter(|&shard| self.owned.token(shard).is_none())
+            .count();
+        Some(missing)
+    }
+
+    /// Whether `/readyz` has waited long enough for the assigned share:
+    /// three handover bounds since joining (an old owner drains for at most
+    /// two, then releases).
+    pub(super) fn waited_enough(&self) -> bool {
+        let bound = self.drain.saturating_mul(3);
+        self.joined
+            .lock()
+            .is_some_and(|joined| joined.elapsed() >= bound)
+    }
+
+    /// `/debug/shards`: the members this replica sees, the assignment and
+    /// the shards it owns.
+    pub(super) fn report(&self) -> ShardReport {
+        let assignment = self.assignment.lock().clone();
+        let me = self.membership.id().to_string();
+        ShardReport {
+            group: self.group().to_owned(),
+            member: me.clone(),
+            shards: self.owned.count().get(),
+            members: self
+                .membership
+                .members()
+                .borrow()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            assigned: assignment
+                .as_ref()
+                .map(|a| a.shards_of(&me).map(Shard::index).collect())
+                .unwrap_or_default(),
+            owned: self
+                .owned
+                .owned()
+                .into_iter()
+                .map(|(shard, token)| OwnedShard {
+                    shard: shard.index(),
+                    token,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `/debug/shards`'s answer.
+#[derive(Debug, Serialize)]
+pub(super) struct ShardReport {
+    group: String,
+    member: String,
+    shards: u32,
+    members: Vec<String>,
+    assigned: Vec<u32>,
+    owned: Vec<OwnedShard>,
+}
+
+#[derive(Debug, Serialize)]
+struct OwnedShard {
+    shard: u32,
+    token: u64,
+}
+
+/// The sharding task's state: what it is acquiring and draining.
+pub(super) struct Ownership {
+    pub(super) sharding: Arc<Sharding>,
+    pub(super) feeds: Vec<ShardFeed>,
+    pub(super) queues: Vec<Arc<dyn QueueView>>,
+    pub(super) abort: CancellationToken,
+    pub(super) metrics: Metrics,
+    acquiring: HashMap<Shard, AbortHandle>,
+    acquired: JoinSet<(Shard, Result<u64, MembershipError>)>,
+    draining: HashSet<Shard>,
+    drained: JoinSet<Shard>,
+}
+
+impl Ownership {
+    pub(super) fn new(
+        sharding: Arc<Sharding>,
+        feeds: Vec<ShardFeed>,
+        queues: Vec<Arc<dyn QueueView>>,
+        abort: CancellationToken,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            sharding,
+            feeds,
+            queues,
+            abort,
+            metrics,
+            acquiring: HashMap::new(),
+            acquired: JoinSet::new(),
+            draining: HashSet::new(),
+            drained: JoinSet::new(),
+        }
+    }
+
+    /// Follows the membership until `cancel` (then leaves the group) or
+    /// until the membership is lost (then stops every reconcile).
+    pub(super) async fn run(mut self, cancel: CancellationToken) -> Exit {
+        let membership = Arc::clone(&self.sharding.membership);
+        let mut members = membership.members();
+        loop {
+            let assignment = Assignment::compute(
+                members.borrow_and_update().clone(),
+                self.sharding.owned.count(),
+            );
+            let mine: HashSet<Shard> = assignment.shards_of(membership.id().as_str()).collect();
+            *self.sharding.assignment.lock() = Some(assignment);
+            self.follow(&mine);
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return self.leave().await,
+                () = membership.lost() => return Err(self.lost()),
+                changed = members.changed() => {
+                    if changed.is_err() {
+                        return Err(self.lost());
+                    }
+                }
+                Some(done) = self.acquired.join_next() => {
+                    let mut gained = Vec::new();
+                    let mut next = Some(done);
+                    while let Some(done) = next.take() {
+                        if let Ok((shard, result)) = done {
+                            self.acquired_one(shard, result, &mine, &mut gained).await?;
+                        }
+                        next = self.acquired.try_join_next();
+                    }
+                    self.gained(&gained);
+                }
+                Some(drained) = self.drained.join_next() => {
+                    if let Ok(shard) = drained {
+                        self.draining.remove(&shard);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts handovers of owned shards not assigned here, acquisitions of
+    /// assigned ones not owned, and stops acquisitions no longer assigned.
+    fn follow(&mut self, mine: &HashSet<Shard>) {
+        let owned = Arc::clone(&self.sharding.owned);
+        for (shard, _) in owned.owned() {
+            if !mine.contains(&shard) {
+                self.hand_over(shard);
+            }
+        }
+        self.acquiring.retain(|shard, handle| {
+            let keep = mine.contains(shard);
+            if !keep {
+                handle.abort();
+            }
+            keep
+        });
+        for &shard in mine {
+            let busy = self.acquiring.contains_key(&shard) || self.draining.contains(&shard);
+            if !busy && owned.token(shard).is_none() {
+                self.acquire(shard, Duration::ZERO);
+            }
+        }
+    }
+
+    fn acquire(&mut self, shard: Shard, after: Duration) {
+        let membership = Arc::clone(&self.sharding.membership);
+        let handle = self.acquired.spawn(async move {
+            tokio::time::sleep(after).await;
+            (shard, membership.acquire(shard).await)
+        });
+        self.acquiring.insert(shard, handle);
+    }
+
+    /// One acquisition's result; a shard acquired and still assigned here
+    /// goes into `gained`.
+    async fn acquired_one(
+        &mut self,
+        shard: Shard,
+        result: Result<u64, MembershipError>,
+        mine: &HashSet<Shard>,
+        gained: &mut Vec<Shard>,
+    ) -> Exit {
+        self.acquiring.remove(&shard);
+        let membership = &self.sharding.membership;
+        match result {
+            Ok(token) if mine.contains(&shard) => {
+                self.sharding.owned.gain(shard, token);
+                tracing::info!(group = membership.group(), %shard, token, "acquired a shard");
+                gained.push(shard);
+            }
+            // Moved away while waiting: give it back at once.
+            Ok(token) => release(&**membership, shard, token).await,
+            Err(MembershipError::NotJoined { .. }) => return Err(self.lost()),
+            Err(MembershipError::Backend { .. }) => {
+                if let Err(error) = result {
+                    tracing::warn!(group = membership.group(), %shard, %error, "acquiring a shard failed, retrying");
+                }
+                self.acquire(shard, RETRY_ACQUIRE);
+            }
+            Err(error) => return Err(ManagerError::Membership(error)),
+        }
+        Ok(())
+    }
+
+    /// Queues the cached keys of the shards just gained, in every
+    /// controller (after `gain`: an event in between is queued by the
+    /// filter, one before it is in the cache already).
+    fn gained(&self, gained: &[Shard]) {
+        if gained.is_empty() {
+            return;
+        }
+        for feed in &self.feeds {
+            feed(gained);
+        }
+        self.report_owned();
+    }
+
+    /// Stops new reconciles of `shard`, then (in a task) drains the running
+    /// ones within the bound, cancels what is left, and releases it.
+    fn hand_over(&mut self, shard: Shard) {
+        let Some((token, cancel)) = self.sharding.owned.lose(shard) else {
+            return;
+        };
+        self.report_owned();
+        self.metrics.shard_handed_over(self.sharding.group());
+        let sharding = Arc::clone(&self.sharding);
+        self.draining.insert(shard);
+        self.drained.spawn(async move {
+            let owned = &sharding.owned;
+            if tokio::time::timeout(sharding.drain, owned.drained(shard))
+                .await
+                .is_err()
+            {
+                tracing::warn!(group = sharding.group(), %shard, bound = ?sharding.drain, "reconciles still running at the handover's bound, cancelling them");
+                cancel.cancel();
+                // Cancelled reconciles end at their next `.await`; one that
+                // blocks its thread cannot be waited for, and its writes are
+                // fenced once the shard is released.
+                let _ = tokio::time::timeout(sharding.drain, owned.drained(shard)).await;
+            }
+            release(&*sharding.membership, shard, token).await;
+            shard
+        });
+    }
+
+    fn report_owned(&self) {
+        let owned = self.sharding.owned.owned().len();
+        self.metrics.set_shards_owned(self.sharding.group(), owned);
+    }
+
+    /// The membership ended: no reconcile may start, running ones are
+    /// cancelled at once (another replica may own their shards already).
+    fn lost(&mut self) -> ManagerError {
+        let group = self.sharding.group().to_owned();
+        tracing::error!(group = %group, "lost the membership, cancelling reconciles");
+        for queue in &self.queues {
+            queue.shutdown();
+        }
+        self.abort.cancel();
+        self.clear();
+        ManagerError::LostMembership { group }
+    }
+
+    fn clear(&mut self) {
+        for (shard, _) in self.sharding.owned.owned() {
+            self.sharding.owned.lose(shard);
+        }
+        for handle in self.acquiring.values() {
+            handle.abort();
+        }
+        self.acquiring.clear();
+        self.report_owned();
+    }
+
+    /// A clean stop (the controllers have stopped): gives every shard up
+    /// and leaves the group, bounded.
+    async fn leave(mut self) -> Exit {
+        self.clear();
+        self.acquired.shutdown().await;
+        while self.drained.join_next().await.is_some() {}
+        let membership = &self.sharding.membership;
+        match tokio::time::timeout(LEAVE_TIMEOUT, membership.leave()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "leaving the membership failed"),
+            Err(_) => tracing::warn!(timeout = ?LEAVE_TIMEOUT, "leaving the membership timed out"),
+        }
+        Ok(())
+    }
+}
+
+async fn release(membership: &dyn Membership, shard: Shard, token: u64) {
+    match membership.release(shard, token).await {
+        Ok(()) => tracing::info!(group = membership.group(), %shard, token, "released a shard"),
+        // Freed when the membership ends instead.
+        Err(error) => {
+            tracing::warn!(group = membership.group(), %shard, %error, "releasing a shard failed")
+        }
+    }
+}
