@@ -203,6 +203,7 @@ mod tests {
             controllers,
             stalls: StallLimits::DEFAULT,
             elected: false,
+            sharding: None,
             standby_ready: true,
             leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),

@@ -1,0 +1,301 @@
+//! The manager's sharding option on the in-process membership: several
+//! replicas (managers) in one process share one memory store; each
+//! reconciles only the keys of the shards it owns, with the shard's token,
+//! and hands shards over without two replicas ever reconciling one key at
+//! once.
+
+#[path = "support/http.rs"]
+mod http;
+#[path = "support/wait.rs"]
+mod wait;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tend::client::{Client, ClientError};
+use tend::controller::{Action, Context, Reconciler};
+use tend::manager::{InProcessElection, Manager, ManagerError};
+use tend::memory::MemoryStore;
+use tend::shard::{Assignment, InProcessMembership, MemberId, ShardCount};
+use tend::{CancellationToken, Informer, Revision};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use wait::{eventually, within};
+
+const LIMIT: Duration = Duration::from_secs(120);
+const KEYS: usize = 1000;
+
+/// An item, stamped by the replica that reconciled it last.
+#[derive(Debug, Clone, PartialEq)]
+struct Item {
+    name: String,
+    by: String,
+    version: Revision,
+}
+
+tend::impl_object!(Item, key: name: String, version: version);
+
+/// One reconcile, as the log records it.
+#[derive(Debug, Clone)]
+struct Record {
+    replica: String,
+    key: String,
+    token: Option<u64>,
+    /// The shard's owner and token in the membership when it started.
+    owner: Option<(MemberId, u64)>,
+    start: Instant,
+    end: Instant,
+}
+
+type Log = Arc<Mutex<Vec<Record>>>;
+
+/// Stamps each item with its replica's name through the reconcile's
+/// (fenced) client, after a pause that leaves reconciles in flight.
+struct Stamp {
+    replica: String,
+    group: InProcessMembership,
+    log: Log,
+}
+
+impl Reconciler<Item> for Stamp {
+    type Error = ClientError;
+
+    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, ClientError> {
+        let start = Instant::now();
+        let shard = self.group.shard_count().shard_of(ctx.key());
+        let owner = self.group.owner(shard);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(item) = ctx.object().filter(|item| item.by != self.replica) {
+            let client = ctx.client::<Item>().expect("a client for items");
+            let stamped = Item {
+                by: self.replica.clone(),
+                ..Item::clone(item)
+            };
+            match client.update(stamped).await {
+                Ok(_) | Err(ClientError::Conflict { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.log.lock().push(Record {
+            replica: self.replica.clone(),
+            key: ctx.key().clone(),
+            token: ctx.fencing_token(),
+            owner,
+            start,
+            end: Instant::now(),
+        });
+        Ok(Action::Done)
+    }
+}
+
+struct Replica {
+    stop: CancellationToken,
+    run: JoinHandle<Result<(), ManagerError>>,
+}
+
+impl Replica {
+    async fn stop(self) {
+        self.stop.cancel();
+        let stopped = within("the replica's stop", LIMIT, self.run).await;
+        stopped.expect("not panicked").expect("a clean stop");
+    }
+}
+
+fn items() -> MemoryStore<Item> {
+    let store = MemoryStore::new("items");
+    let client = store.client();
+    for i in 0..KEYS {
+        let item = Item {
+            name: format!("item-{i}"),
+            by: String::new(),
+            version: Revision::ZERO,
+        };
+        futures::executor::block_on(client.create(item)).expect("a fresh name");
+    }
+    store
+}
+
+fn sharded(
+    name: &str,
+    group: &InProcessMembership,
+    store: &MemoryStore<Item>,
+    log: &Log,
+) -> Manager {
+    let mut manager = Manager::builder()
+        .without_signals()
+        .sharding(group.member(name), group.shard_count())
+        .shard_handover_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    let informer = manager
+        .informer("items", || Informer::builder(store.clone()).build())
+        .expect("registered");
+    let stamp = Stamp {
+        replica: name.to_owned(),
+        group: group.clone(),
+        log: Arc::clone(log),
+    };
+    let controller = manager
+        .controller("stamp", &informer, stamp)
+        .client(store.client_fenced_by(group.clone()))
+        .build()
+        .expect("valid");
+    manager.add_sharded_controller(controller).expect("added");
+    manager
+}
+
+fn start(manager: Manager) -> Replica {
+    let stop = manager.shutdown_token();
+    Replica {
+        stop,
+        run: tokio::spawn(manager.run()),
+    }
+}
+
+/// Every item is stamped by the owner of its shard among `members`.
+fn converged(store: &MemoryStore<Item>, group: &InProcessMembership, members: &[&str]) -> bool {
+    let assignment = Assignment::compute(members.iter().copied(), group.shard_count());
+    (0..KEYS).all(|i| {
+        let key = format!("item-{i}");
+        let by = store.get(&key).map(|item| item.by.clone());
+        by.as_deref() == assignment.owner_of(&key).map(MemberId::as_str)
+    })
+}
+
+/// Every reconcile ran on its shard's owner, with its token, and no two
+/// reconciles of one key overlapped, across replicas.
+fn check_log(log: &Log) {
+    let log = log.lock();
+    let mut by_key: HashMap<&str, Vec<&Record>> = HashMap::new();
+    for record in log.iter() {
+        let (owner, token) = record.owner.clone().expect("the shard had an owner");
+        assert_eq!(owner.as_str(), record.replica, "{record:?} ran off its shard's owner");
+        assert_eq!(record.token, Some(token), "{record:?} ran without its shard's token");
+        by_key.entry(&record.key).or_default().push(record);
+    }
+    for (key, mut records) in by_key {
+        records.sort_by_key(|r| r.start);
+        for pair in records.windows(2) {
+            assert!(
+                pair[1].start >= pair[0].end,
+                "reconciles of {key} overlapped: {:?} and {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_join() {
+    let group = InProcessMembership::new("items", ShardCount::new(64).expect("valid"));
+    let store = items();
+    let log = Log::default();
+    let mut replicas: HashMap<&str, Replica> = ["r0", "r1", "r2"]
+        .into_iter()
+        .map(|name| (name, start(sharded(name, &group, &store, &log))))
+        .collect();
+    eventually("every key stamped by its owner of three", LIMIT, || {
+        converged(&store, &group, &["r0", "r1", "r2"])
+    })
+    .await;
+    check_log(&log);
+
+    // r1 leaves: its shards go to the others, only once it released them.
+    let r1_tokens: Vec<u64> = log
+        .lock()
+        .iter()
+        .filter(|r| r.replica == "r1")
+        .filter_map(|r| r.token)
+        .collect();
+    replicas.remove("r1").expect("running").stop().await;
+    eventually("every key stamped by its owner of two", LIMIT, || {
+        converged(&store, &group, &["r0", "r2"])
+    })
+    .await;
+    check_log(&log);
+
+    // Its tokens are stale: a write with one is refused and changes nothing.
+    let stale = *r1_tokens.first().expect("r1 reconciled");
+    let fenced: Client<Item> = store.client_fenced_by(group.clone()).fenced(stale);
+    let before = store.get(&"item-0".to_owned()).expect("exists");
+    let refused = fenced
+        .update(Item {
+            by: "late".to_owned(),
+            ..Item::clone(&before)
+        })
+        .await;
+    assert!(matches!(refused, Err(ClientError::Fenced { .. })), "{refused:?}");
+    assert_eq!(store.get(&"item-0".to_owned()).expect("exists"), before);
+
+    // r3 joins and takes about a third of the shards.
+    let r3 = start(sharded("r3", &group, &store, &log));
+    eventually("every key stamped by its owner of three again", LIMIT, || {
+        converged(&store, &group, &["r0", "r2", "r3"])
+    })
+    .await;
+    check_log(&log);
+    let owned = (0..64)
+        .filter_map(|i| group.owner(group.shard_count().shard(i)?))
+        .filter(|(owner, _)| owner.as_str() == "r3")
+        .count();
+    assert!((8..=36).contains(&owned), "r3 owns {owned} of 64 shards");
+
+    r3.stop().await;
+    for (_, replica) in replicas {
+        replica.stop().await;
+    }
+}
+
+#[test]
+fn sharding_and_leader_election_on_one_manager_is_a_typed_error() {
+    let group = InProcessMembership::new("items", ShardCount::DEFAULT);
+    let built = Manager::builder()
+        .without_signals()
+        .leader_election(InProcessElection::new("lock").candidate())
+        .sharding(group.member("r0"), ShardCount::DEFAULT)
+        .build();
+    assert!(matches!(built, Err(ManagerError::ShardingWithLeaderElection)));
+}
+
+#[tokio::test]
+async fn an_unsharded_controller_on_a_sharded_manager_is_refused() {
+    let group = InProcessMembership::new("items", ShardCount::DEFAULT);
+    let store = items();
+    let mut manager = Manager::builder()
+        .without_signals()
+        .sharding(group.member("r0"), ShardCount::DEFAULT)
+        .build()
+        .expect("valid");
+    let informer = manager
+        .informer("items", || Informer::builder(store.clone()).build())
+        .expect("registered");
+    let stamp = Stamp {
+        replica: "r0".to_owned(),
+        group: group.clone(),
+        log: Log::default(),
+    };
+    let controller = manager.controller("stamp", &informer, stamp).build().expect("valid");
+    let added = manager.add_controller(controller);
+    assert!(
+        matches!(&added, Err(ManagerError::UnshardedController { controller }) if controller == "stamp"),
+        "{added:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
+    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let store = items();
+    let log = Log::default();
+    let replica = start(sharded("r0", &group, &store, &log));
+    eventually("every key stamped", LIMIT, || converged(&store, &group, &["r0"])).await;
+    group.expire("r0");
+    let ended = within("the replica's end", LIMIT, replica.run).await;
+    assert!(
+        matches!(ended.expect("not panicked"), Err(ManagerError::LostMembership { ref group }) if group == "items"),
+    );
+    check_log(&log);
+}
