@@ -168,7 +168,10 @@ async fn touch_all(store: &MemoryStore<Item>) {
             by: String::new(),
             ..Item::clone(&item)
         };
-        client.update(cleared).await.expect("no rival writer while touching");
+        client
+            .update(cleared)
+            .await
+            .expect("no rival writer while touching");
     }
 }
 
@@ -177,7 +180,7 @@ fn converged(store: &MemoryStore<Item>, group: &InProcessMembership, members: &[
     let assignment = Assignment::compute(members.iter().copied(), group.shard_count());
     (0..KEYS).all(|i| {
         let key = format!("item-{i}");
-        let by = store.get(&key).map(|item| item.by.clone());
+        let by = store.get(&key).map(|item| item.by);
         by.as_deref() == assignment.owner_of(&key).map(MemberId::as_str)
     })
 }
@@ -189,8 +192,16 @@ fn check_log(log: &Log) {
     let mut by_key: HashMap<&str, Vec<&Record>> = HashMap::new();
     for record in log.iter() {
         let (owner, token) = record.owner.clone().expect("the shard had an owner");
-        assert_eq!(owner.as_str(), record.replica, "{record:?} ran off its shard's owner");
-        assert_eq!(record.token, Some(token), "{record:?} ran without its shard's token");
+        assert_eq!(
+            owner.as_str(),
+            record.replica,
+            "{record:?} ran off its shard's owner"
+        );
+        assert_eq!(
+            record.token,
+            Some(token),
+            "{record:?} ran without its shard's token"
+        );
         by_key.entry(&record.key).or_default().push(record);
     }
     for (key, mut records) in by_key {
@@ -245,16 +256,21 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
             ..Item::clone(&before)
         })
         .await;
-    assert!(matches!(refused, Err(ClientError::Fenced { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(ClientError::Fenced { .. })),
+        "{refused:?}"
+    );
     assert_eq!(store.get(&"item-0".to_owned()).expect("exists"), before);
 
     // r3 joins while every replica is busy (every item changed): the
     // shards it takes are drained by their old owners before it acquires.
     touch_all(&store).await;
     let r3 = start(sharded("r3", &group, &store, &log));
-    eventually("every key stamped by its owner of three again", LIMIT, || {
-        converged(&store, &group, &["r0", "r2", "r3"])
-    })
+    eventually(
+        "every key stamped by its owner of three again",
+        LIMIT,
+        || converged(&store, &group, &["r0", "r2", "r3"]),
+    )
     .await;
     check_log(&log);
     let owned = (0..64)
@@ -277,7 +293,10 @@ fn sharding_and_leader_election_on_one_manager_is_a_typed_error() {
         .leader_election(InProcessElection::new("lock").candidate())
         .sharding(group.member("r0"), ShardCount::DEFAULT)
         .build();
-    assert!(matches!(built, Err(ManagerError::ShardingWithLeaderElection)));
+    assert!(matches!(
+        built,
+        Err(ManagerError::ShardingWithLeaderElection)
+    ));
 }
 
 #[tokio::test]
@@ -294,10 +313,13 @@ async fn an_unsharded_controller_on_a_sharded_manager_is_refused() {
         .expect("registered");
     let stamp = Stamp {
         replica: "r0".to_owned(),
-        group: group.clone(),
+        group,
         log: Log::default(),
     };
-    let controller = manager.controller("stamp", &informer, stamp).build().expect("valid");
+    let controller = manager
+        .controller("stamp", &informer, stamp)
+        .build()
+        .expect("valid");
     let added = manager.add_controller(controller);
     assert!(
         matches!(&added, Err(ManagerError::UnshardedController { controller }) if controller == "stamp"),
@@ -311,7 +333,10 @@ async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
     let store = items();
     let log = Log::default();
     let replica = start(sharded("r0", &group, &store, &log));
-    eventually("every key stamped", LIMIT, || converged(&store, &group, &["r0"])).await;
+    eventually("every key stamped", LIMIT, || {
+        converged(&store, &group, &["r0"])
+    })
+    .await;
     group.expire("r0");
     let ended = within("the replica's end", LIMIT, replica.run).await;
     assert!(

@@ -48,7 +48,7 @@ impl ManagerBuilder {
         }
     }
 
-    /// Serves `/metrics`, `/healthz`, `/readyz` and `/debug/queues` on
+    /// Serves `/metrics`, `/healthz`, `/readyz`, `/debug/queues` and (with sharding) `/debug/shards` on
     /// `address` (default: no server). Port 0 picks a free port: read it
     /// from [`Manager::http_address`].
     #[cfg(feature = "http")]

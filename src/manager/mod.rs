@@ -33,6 +33,16 @@
 //! cannot know how stale its view is or which of its writes landed, and a
 //! fresh process starts from a clean state with new caches and a new token.
 //!
+//! # Sharding
+//!
+//! With [`ManagerBuilder::sharding`] (instead of leader election) every
+//! replica runs, and the keys of the controllers registered with
+//! [`Manager::add_sharded_controller`] are spread over the live members of
+//! a [`Membership`](crate::shard::Membership) group: each replica
+//! reconciles only the keys of the shards it owns, with the shard's fencing
+//! token. A lost membership stops every reconcile and fails `run` with
+//! [`ManagerError::LostMembership`]; the process should exit.
+//!
 //! # Metrics and endpoints
 //!
 //! Metrics use the names and labels of controller-runtime and client-go
@@ -47,7 +57,8 @@
 //! |---|---|
 //! | `/metrics` | the registry, in Prometheus text format 0.0.4 |
 //! | `/healthz` | 200 while no task has failed and nothing is stuck (see [Health](#health)); 503 with one line per reason otherwise |
-//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]) and not shutting down; 503 with the reasons otherwise |
+//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), and not shutting down; 503 with the reasons otherwise |
+//! | `/debug/shards` | JSON, with sharding: the group, this member, the members it sees, the shards assigned to it and the shards it owns with their tokens (404 without sharding) |
 //! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys (string keys as written, an [`ObjectKey`](crate::ObjectKey) as `namespace/name`, others in their `Debug` form) with their age in seconds |
 //!
 //! # Health

@@ -367,7 +367,7 @@ async fn release(membership: &dyn Membership, shard: Shard, token: u64) {
         Ok(()) => tracing::info!(group = membership.group(), %shard, token, "released a shard"),
         // Freed when the membership ends instead.
         Err(error) => {
-            tracing::warn!(group = membership.group(), %shard, %error, "releasing a shard failed")
+            tracing::warn!(group = membership.group(), %shard, %error, "releasing a shard failed");
         }
     }
 }

@@ -98,7 +98,7 @@ impl Status {
                 None => reasons.push("not a member yet".to_owned()),
                 Some(0) => {}
                 Some(missing) => {
-                    reasons.push(format!("{missing} assigned shards not acquired yet"))
+                    reasons.push(format!("{missing} assigned shards not acquired yet"));
                 }
             }
         }
