@@ -344,3 +344,67 @@ async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
     );
     check_log(&log);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_shards_and_the_metrics_show_the_ownership() {
+    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let store = items();
+    let log = Log::default();
+    let mut manager = Manager::builder()
+        .without_signals()
+        .http_address("127.0.0.1:0".parse().expect("an address"))
+        .sharding(group.member("r0"), group.shard_count())
+        .build()
+        .expect("valid");
+    let address = manager.http_address().expect("bound");
+    let informer = manager
+        .informer("items", || Informer::builder(store.clone()).build())
+        .expect("registered");
+    let stamp = Stamp {
+        replica: "r0".to_owned(),
+        group: group.clone(),
+        log,
+    };
+    let controller = manager
+        .controller("stamp", &informer, stamp)
+        .client(store.client_fenced_by(group.clone()))
+        .build()
+        .expect("valid");
+    manager.add_sharded_controller(controller).expect("added");
+    let replica = start(manager);
+    let limit = Duration::from_secs(10);
+    eventually("every shard owned", limit, || {
+        (0..16).all(|i| {
+            group
+                .owner(group.shard_count().shard(i).expect("a shard"))
+                .is_some()
+        })
+    })
+    .await;
+    let ready = within("ready", limit, async {
+        loop {
+            if http::get(address, "/readyz").await.status == 200 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    ready.await;
+    let shards = http::get(address, "/debug/shards").await;
+    assert_eq!(shards.status, 200);
+    let report: serde_json::Value = serde_json::from_str(&shards.body).expect("JSON");
+    assert_eq!(report["member"], "r0");
+    assert_eq!(report["members"], serde_json::json!(["r0"]));
+    assert_eq!(report["assigned"].as_array().map(Vec::len), Some(16));
+    let owned = report["owned"].as_array().expect("owned shards");
+    assert_eq!(owned.len(), 16);
+    let token = owned[0]["token"].as_u64().expect("a token");
+    let shard = group.shard_count().shard(0).expect("a shard");
+    assert_eq!(group.owner(shard).map(|(_, t)| t), Some(token));
+    let metrics = http::Exposition::parse(&http::get(address, "/metrics").await.body);
+    assert_eq!(
+        metrics.value("tend_shards_owned", &[("name", "items")]),
+        Some(16.0)
+    );
+    replica.stop().await;
+}
