@@ -94,11 +94,16 @@
 mod client;
 mod codec;
 mod election;
+mod fence;
+mod lease;
+mod membership;
 mod source;
 mod watch;
 
 pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
 pub use self::election::{ElectionBuildError, EtcdElection, EtcdElectionBuilder};
+pub use self::fence::FenceAuthority;
+pub use self::membership::{EtcdMembership, EtcdMembershipBuilder, MembershipBuildError};
 pub use self::source::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_REQUEST_TIMEOUT, EtcdSource,
     EtcdSourceBuilder, SkippedEntry,
