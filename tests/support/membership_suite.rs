@@ -1,7 +1,7 @@
 //! One suite of membership semantics, run against every implementation
 //! (`tests/shard_membership.rs` in process, `tests/etcd_membership.rs` on
 //! etcd). Each check takes a maker of members of one fresh group of four
-//! shards (group `workers`), and some a fencing check of a member's token.
+//! shards (group `workers`) and, for some, a fencing check of a token.
 
 #![allow(dead_code, unreachable_pub)]
 
