@@ -7,13 +7,18 @@ mod suite;
 #[path = "support/wait.rs"]
 mod support;
 
+#[path = "support/membership_suite.rs"]
+mod membership_suite;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tend::client::{ClientError, Fencing};
 use tend::memory::MemoryStore;
-use tend::shard::{InProcessMembership, Membership, MembershipError, Shard, ShardCount};
+use tend::shard::{
+    InProcessMember, InProcessMembership, Membership, MembershipError, Shard, ShardCount,
+};
 
 use suite::item;
 use support::within;
@@ -29,25 +34,31 @@ fn shard(index: u32) -> Shard {
 }
 
 #[tokio::test(start_paused = true)]
-async fn members_see_joins_and_leaves_as_one_sorted_set() {
+async fn the_membership_suite_holds_in_process() {
     let group = InProcessMembership::new("workers", four());
-    let (b, a) = (group.member("b"), group.member("a"));
+    membership_suite::members_see_joins_and_leaves_as_one_sorted_set(|id| group.member(id)).await;
+    let group = InProcessMembership::new("workers", four());
+    let current = |_: &InProcessMember, token| group.is_current(token);
+    membership_suite::a_shard_has_one_owner_and_the_next_waits_for_its_release(
+        |id| group.member(id),
+        current,
+        Duration::from_secs(60),
+    )
+    .await;
+    let group = InProcessMembership::new("workers", four());
+    membership_suite::tokens_grow_across_shards_and_acquisitions(|id| group.member(id)).await;
+    let group = InProcessMembership::new("workers", four());
+    membership_suite::acquiring_needs_a_membership_and_a_shard_of_the_group(|id| group.member(id))
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_member_leaves() {
+    let group = InProcessMembership::new("workers", four());
+    let a = group.member("a");
     let mut view = a.members();
-    b.join().await.unwrap();
     a.join().await.unwrap();
-    a.join().await.unwrap();
-    within("both joined", LIMIT, view.wait_for(|m| m.len() == 2))
-        .await
-        .unwrap();
-    let names: Vec<String> = view.borrow().iter().map(ToString::to_string).collect();
-    assert_eq!(names, ["a", "b"]);
-    assert_eq!(
-        *b.members().borrow(),
-        *view.borrow(),
-        "every member sees one set"
-    );
-    b.leave().await.unwrap();
-    within("b left", LIMIT, view.wait_for(|m| m.len() == 1))
+    within("a joined", LIMIT, view.wait_for(|m| m.len() == 1))
         .await
         .unwrap();
     drop(a);
@@ -126,32 +137,6 @@ async fn an_expired_member_loses_its_shards_and_its_tokens() {
         !group.is_current(token),
         "a dropped member's tokens are stale"
     );
-}
-
-#[tokio::test(start_paused = true)]
-async fn acquiring_needs_a_membership_and_a_shard_of_the_group() {
-    let group = InProcessMembership::new("workers", four());
-    let a = group.member("a");
-    let error = a.acquire(shard(0)).await.unwrap_err();
-    assert!(matches!(error, MembershipError::NotJoined { .. }));
-    a.join().await.unwrap();
-    let stranger = ShardCount::new(8).unwrap().shard(7).unwrap();
-    let error = a.acquire(stranger).await.unwrap_err();
-    assert_eq!(error.to_string(), "group `workers` has no shard shard-7");
-    // A member that leaves while waiting gets an error, not a hang.
-    let b = group.member("b");
-    b.join().await.unwrap();
-    a.acquire(shard(2)).await.unwrap();
-    let group2 = group.clone();
-    let waiting = tokio::spawn(async move { b.acquire(shard(2)).await });
-    // Idle for a second of tokio's clock: b is waiting.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    group2.expire("b");
-    let error = within("b's wait ends", LIMIT, waiting)
-        .await
-        .unwrap()
-        .unwrap_err();
-    assert!(matches!(error, MembershipError::NotJoined { .. }));
 }
 
 #[tokio::test(start_paused = true)]

@@ -142,7 +142,7 @@ impl ElectionConfig {
 
     /// The lease in whole seconds, rounded up (at least 1; at most
     /// `i32::MAX`, since the lease is at most [`MAX_LEASE`](Self::MAX_LEASE)).
-    #[cfg(any(feature = "kube", test))]
+    #[cfg(any(feature = "kube", feature = "etcd", test))]
     pub(crate) fn lease_seconds(&self) -> i32 {
         let seconds = self.lease.as_secs() + u64::from(self.lease.subsec_nanos() > 0);
         i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::codec::{decode_value, revision};
-use super::election::{EtcdElection, Fence};
+use super::fence::{Fence, FenceAuthority};
 use super::source::{EtcdSource, Shared};
 use crate::client::{self, Backend, Client, ClientError, Delete, Update};
 use crate::source::{Object, Revision, Snapshot, Source};
@@ -37,39 +37,48 @@ where
     pub fn client(&self) -> Client<O> {
         Client::new(EtcdBackend {
             shared: Arc::clone(&self.shared),
-            election: None,
+            authority: None,
         })
     }
 
     /// A [`Client`] as [`client`](Self::client) whose
-    /// [`fenced`](Client::fenced) writes are checked against `election`
-    /// (this replica's candidacy): in the write's transaction, the
-    /// election's leader key must still exist with the token as its create
-    /// revision, and no older candidate exist; a deposed leader's write
-    /// fails with [`ClientError::Fenced`] instead of landing. A write whose
-    /// token is not [`EtcdElection::token`] now (the local deadline passed,
-    /// or the leadership ended) fails so without a request.
+    /// [`fenced`](Client::fenced) writes are checked, in the write's own
+    /// transaction, against `authority`:
+    ///
+    /// - an [`EtcdElection`](super::EtcdElection) (this replica's
+    ///   candidacy): the election's leader key must still exist with the
+    ///   token as its create revision, and no older candidate exist;
+    /// - an [`EtcdMembership`](super::EtcdMembership) (this replica's
+    ///   membership of a sharded group): the ownership record of the shard
+    ///   the token was acquired for must still exist with the token as its
+    ///   create revision.
+    ///
+    /// A write with a stale token (a deposed leader's, a lost shard's)
+    /// fails with [`ClientError::Fenced`] instead of landing; one whose
+    /// token the authority knows to be stale now (its local deadline
+    /// passed, the leadership ended, the shard was released) fails so
+    /// without a request.
     #[must_use]
-    pub fn client_fenced_by(&self, election: &EtcdElection) -> Client<O> {
+    pub fn client_fenced_by(&self, authority: impl Into<FenceAuthority>) -> Client<O> {
         Client::new(EtcdBackend {
             shared: Arc::clone(&self.shared),
-            election: Some(election.clone()),
+            authority: Some(authority.into()),
         })
     }
 }
 
-/// An [`EtcdSource`]'s configuration and the election its fenced writes
+/// An [`EtcdSource`]'s configuration and the authority its fenced writes
 /// are checked against.
 struct EtcdBackend<O: Object> {
     shared: Arc<Shared<O>>,
-    election: Option<EtcdElection>,
+    authority: Option<FenceAuthority>,
 }
 
 impl<O: Object> fmt::Debug for EtcdBackend<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdBackend")
             .field("source", &self.shared.name)
-            .field("fenced", &self.election.is_some())
+            .field("fenced", &self.authority.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -290,10 +299,12 @@ where
         let fence = match token {
             None => None,
             Some(token) => {
-                let election = self.election.as_ref().ok_or(ClientError::NoFencing)?;
+                let authority = self.authority.as_ref().ok_or(ClientError::NoFencing)?;
                 // Refused here, before any request, once the local deadline
-                // passed or the leadership ended.
-                let fence = election.fence(token).ok_or(ClientError::Fenced { token })?;
+                // passed or the token's leadership or ownership ended.
+                let fence = authority
+                    .fence(token)
+                    .ok_or(ClientError::Fenced { token })?;
                 plan.when.extend(fence.compares.iter().cloned());
                 reads.extend(fence.reads.iter().cloned());
                 Some(fence)

@@ -1,6 +1,6 @@
 //! The etcd backend (feature `etcd`): objects stored as JSON under a key
-//! prefix, writes with optimistic concurrency and fencing, and leader
-//! election on an etcd lease.
+//! prefix, writes with optimistic concurrency and fencing, leader
+//! election and shard membership on etcd leases.
 //!
 //! # Source
 //!
@@ -48,9 +48,9 @@
 //! transactions that compare the stored `mod_revision` first
 //! ([`ClientError::Conflict`](crate::client::ClientError::Conflict), nothing
 //! written) and, for a client from [`EtcdSource::client_fenced_by`] given a
-//! fencing token, the election's leader key
+//! fencing token, the election's leader key or the shard's ownership record
 //! ([`ClientError::Fenced`](crate::client::ClientError::Fenced)): a deposed
-//! leader's late write fails instead of landing.
+//! leader's, or a lost shard owner's, late write fails instead of landing.
 //!
 //! # Leader election
 //!
@@ -58,6 +58,14 @@
 //! [`LeaderElector`](crate::manager::LeaderElector) on an etcd lease, with
 //! a [validated](crate::manager::ElectionConfig) lease, renew deadline and
 //! retry period.
+//!
+//! # Shard membership
+//!
+//! [`EtcdMembership`] implements [`Membership`](crate::shard::Membership)
+//! on an etcd lease with the same timing and local-deadline rule: a member
+//! record per member, an ownership record per owned shard (created only if
+//! absent, bound to the member's lease), the shard's token its create
+//! revision.
 //!
 //! # Example
 //!
@@ -94,11 +102,16 @@
 mod client;
 mod codec;
 mod election;
+mod fence;
+mod lease;
+mod membership;
 mod source;
 mod watch;
 
 pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
 pub use self::election::{ElectionBuildError, EtcdElection, EtcdElectionBuilder};
+pub use self::fence::FenceAuthority;
+pub use self::membership::{EtcdMembership, EtcdMembershipBuilder, MembershipBuildError};
 pub use self::source::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_REQUEST_TIMEOUT, EtcdSource,
     EtcdSourceBuilder, SkippedEntry,

@@ -62,7 +62,8 @@ pub enum MembershipError {
 ///
 /// The in-process implementation is
 /// [`InProcessMembership`](super::InProcessMembership); it implements
-/// [`Fencing`](crate::client::Fencing) over the shards' tokens.
+/// [`Fencing`](crate::client::Fencing) over the shards' tokens. The etcd
+/// one is `tend::etcd::EtcdMembership` (feature `etcd`).
 #[async_trait]
 pub trait Membership: Send + Sync + 'static {
     /// The group's name.

@@ -20,7 +20,8 @@
 //! owner released it or lost its membership) and gets a fencing token,
 //! unique across the group's shards, for every write of that shard's keys.
 //! [`InProcessMembership`] is the in-process implementation (and a
-//! [`Fencing`](crate::client::Fencing) authority for the memory backend).
+//! [`Fencing`](crate::client::Fencing) authority for the memory backend);
+//! `tend::etcd::EtcdMembership` (feature `etcd`) holds the group in etcd.
 
 mod assignment;
 mod count;

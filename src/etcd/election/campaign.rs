@@ -10,9 +10,10 @@ use etcd_client::{
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::lease::{Lease, keep_alive};
+use super::lease::Candidate;
 use super::{Candidacy, EtcdElection, Phase, Term};
 use crate::election::ElectionError;
+use crate::etcd::lease::keep_alive;
 use crate::etcd::prefix_end;
 
 /// Why one campaign attempt ended early.
@@ -112,12 +113,12 @@ impl EtcdElection {
         key.extend(format!("{lease:016x}").into_bytes());
         let keeper = tokio::spawn(keep_alive(
             inner.client.clone(),
-            Lease {
-                id: lease,
+            lease,
+            inner.config,
+            Candidate {
+                term: Arc::clone(&inner.term),
                 key: key.clone(),
             },
-            inner.config,
-            Arc::clone(&inner.term),
         ));
         *inner.candidacy.lock() = Some(Candidacy {
             key: key.clone(),

@@ -1,6 +1,7 @@
 //! `EtcdElection`: leader election on an etcd lease, with fencing tokens.
 //!
-//! `lease.rs` keeps a candidacy's lease alive; `campaign.rs` queues the
+//! `lease.rs` makes the candidacy the holder of its lease (kept alive by
+//! `etcd/lease.rs`); `campaign.rs` queues the
 //! candidate and waits for its turn; `fence.rs` makes a write conditional on
 //! the leadership.
 
@@ -21,8 +22,6 @@ use tokio_util::task::AbortOnDropHandle;
 use super::prefix_end;
 use crate::election::{ElectionConfig, ElectionError, LeaderElector};
 use crate::source::BoxError;
-
-pub(super) use self::fence::Fence;
 
 /// Where this candidate stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,7 +281,7 @@ impl EtcdElection {
     }
 
     fn deadline(&self, term: &Term) -> Instant {
-        lease::local_deadline(term, &self.inner.config)
+        crate::etcd::lease::local_deadline(term.renewed, &self.inner.config)
     }
 
     fn backend(&self, error: impl Into<BoxError>) -> ElectionError {

@@ -1,0 +1,221 @@
+//! Shard ownership: a record per owned shard, created only if absent and
+//! bound to the member's lease; its create revision is the shard's token.
+
+use etcd_client::{
+    Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use tokio::sync::oneshot;
+
+use super::EtcdMembership;
+use crate::etcd::fence::Fence;
+use crate::shard::{MembershipError, Shard};
+
+/// One attempt's outcome.
+enum Take {
+    /// Owned, with this token.
+    Won(u64),
+    /// Another lease's record holds the shard, read at this revision.
+    Held(i64),
+}
+
+impl EtcdMembership {
+    /// Waits until the shard's record is absent, then creates it.
+    pub(super) async fn acquire_shard(&self, shard: Shard) -> Result<u64, MembershipError> {
+        let index = self.index_of(shard)?;
+        loop {
+            let session = self.live().ok_or_else(|| self.not_joined())?;
+            if let Some(&token) = session.owned.get(&index) {
+                return Ok(token);
+            }
+            match self.take_detached(index, session.lease).await? {
+                Take::Won(token) => return Ok(token),
+                Take::Held(at) => self.wait_deleted(index, at).await?,
+            }
+        }
+    }
+
+    /// Runs [`take`](Self::take) in a task, so that an acquire dropped
+    /// while the request is in flight acquires nothing: a record created
+    /// for a caller that is gone is released again.
+    async fn take_detached(&self, index: u32, lease: i64) -> Result<Take, MembershipError> {
+        let (answer, taken) = oneshot::channel();
+        let member = self.clone();
+        tokio::spawn(async move {
+            let outcome = member.take(index, lease).await;
+            if let Err(Ok(Take::Won(token))) = answer.send(outcome) {
+                // Best effort: a failure leaves the record until the lease
+                // ends, and the next acquire of the shard adopts it.
+                let _ = member.release_shard_index(index, token).await;
+            }
+        });
+        taken.await.unwrap_or_else(|_| Err(self.not_joined()))
+    }
+
+    /// One attempt: the record created if absent, or read. A record of
+    /// this member's own lease (left by an acquire whose release failed)
+    /// is adopted.
+    async fn take(&self, index: u32, lease: i64) -> Result<Take, MembershipError> {
+        let key = self.shard_key(index);
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then(vec![TxnOp::put(
+                key.clone(),
+                self.inner.id.as_str(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let kv = self.inner.client.kv_client();
+        let response = self
+            .timed(kv.clone().txn(txn))
+            .await
+            .map_err(|error| self.backend(error))?;
+        let at = response
+            .header()
+            .map_or(0, etcd_client::ResponseHeader::revision);
+        let token = if response.succeeded() {
+            at
+        } else {
+            let existing = response.op_responses().into_iter().find_map(|op| match op {
+                TxnOpResponse::Get(get) => get
+                    .kvs()
+                    .first()
+                    .map(|kv| (kv.lease(), kv.create_revision())),
+                _ => None,
+            });
+            match existing {
+                Some((owner, created)) if owner == lease => created,
+                _ => return Ok(Take::Held(at)),
+            }
+        };
+        let token = u64::try_from(token).map_err(|error| self.backend(error))?;
+        if self.record(lease, index, token) {
+            Ok(Take::Won(token))
+        } else {
+            // The session ended meanwhile: its lease's records go with it.
+            Err(self.not_joined())
+        }
+    }
+
+    /// Records the shard as owned with `token`, if the session of `lease`
+    /// is still live.
+    fn record(&self, lease: i64, index: u32, token: u64) -> bool {
+        let live = self.live().is_some_and(|s| s.lease == lease);
+        live && self.inner.status.send_if_modified(|status| {
+            let Some(session) = status.session.as_mut().filter(|s| s.lease == lease) else {
+                return false;
+            };
+            session.owned.insert(index, token);
+            true
+        })
+    }
+
+    /// Waits until the shard's record, read at revision `at`, is deleted,
+    /// or this membership ends.
+    async fn wait_deleted(&self, index: u32, at: i64) -> Result<(), MembershipError> {
+        let options = WatchOptions::new().with_start_revision(at + 1);
+        let mut watches = self.inner.client.watch_client();
+        let watch = watches.watch(self.shard_key(index), Some(options));
+        let mut stream = self
+            .timed(watch)
+            .await
+            .map_err(|error| self.backend(error))?;
+        loop {
+            tokio::select! {
+                () = self.until_lost() => return Err(self.not_joined()),
+                message = stream.message() => {
+                    let Some(response) = message.map_err(|error| self.backend(error))? else {
+                        return Ok(());
+                    };
+                    let deleted = response.events().iter().any(|event| {
+                        event.event_type() == etcd_client::EventType::Delete
+                    });
+                    if deleted || response.canceled() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the shard up if it is owned with `token`.
+    pub(super) async fn release_shard(
+        &self,
+        shard: Shard,
+        token: u64,
+    ) -> Result<(), MembershipError> {
+        match self.index_of(shard) {
+            Ok(index) => self.release_shard_index(index, token).await,
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Forgets the shard at once (its token is stale from here on), then
+    /// deletes its record if its create revision is still `token`.
+    async fn release_shard_index(&self, index: u32, token: u64) -> Result<(), MembershipError> {
+        let owned = self.inner.status.send_if_modified(|status| {
+            let Some(session) = status.session.as_mut() else {
+                return false;
+            };
+            let ours = session.owned.get(&index) == Some(&token);
+            if ours {
+                session.owned.remove(&index);
+            }
+            ours
+        });
+        let Ok(created) = i64::try_from(token) else {
+            return Ok(());
+        };
+        if !owned {
+            return Ok(());
+        }
+        let key = self.shard_key(index);
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                created,
+            )])
+            .and_then(vec![TxnOp::delete(key, None)]);
+        let kv = self.inner.client.kv_client();
+        self.timed(kv.clone().txn(txn))
+            .await
+            .map(drop)
+            .map_err(|error| self.backend(error))
+    }
+
+    /// The fence of a write with `token`: `None` unless this member owns a
+    /// shard with `token` now (before its local deadline). The write's
+    /// transaction then requires the shard's record with `token` as its
+    /// create revision.
+    pub(in crate::etcd) fn fence(&self, token: u64) -> Option<Fence> {
+        let session = self.live()?;
+        let (&index, _) = session.owned.iter().find(|&(_, &t)| t == token)?;
+        let created = i64::try_from(token).ok()?;
+        let key = self.shard_key(index);
+        Some(Fence::new(
+            token,
+            vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                created,
+            )],
+            vec![TxnOp::get(key, Some(GetOptions::new().with_keys_only()))],
+        ))
+    }
+
+    fn index_of(&self, shard: Shard) -> Result<u32, MembershipError> {
+        let index = shard.index();
+        if index < self.inner.shards.get() {
+            Ok(index)
+        } else {
+            Err(MembershipError::UnknownShard {
+                group: self.inner.group.clone(),
+                shard,
+            })
+        }
+    }
+}
