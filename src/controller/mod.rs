@@ -344,14 +344,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         shutdown.cancelled().await;
         self.queue.shutdown();
         let grace = self.config.shutdown_grace;
-        if tokio::time::timeout(grace, join_all(&mut tasks))
-            .await
-            .is_err()
-        {
-            tracing::warn!(controller = %worker.name, ?grace, "grace period over, cancelling in-flight reconciles");
-            hard_stop.cancel();
-            join_all(&mut tasks).await;
-        }
+        drain(&mut tasks, grace, &hard_stop, &worker.name).await;
         gated.cancel();
         join_all(&mut gate).await;
         drop(subscriptions);
@@ -400,6 +393,21 @@ async fn wait_synced(
             })?;
     }
     Ok(())
+}
+
+/// Waits `grace` for the workers of controller `name` to finish, then
+/// cancels the reconciles still running and waits for them.
+async fn drain(
+    tasks: &mut JoinSet<()>,
+    grace: Duration,
+    hard_stop: &CancellationToken,
+    name: &str,
+) {
+    if tokio::time::timeout(grace, join_all(tasks)).await.is_err() {
+        tracing::warn!(controller = %name, ?grace, "grace period over, cancelling in-flight reconciles");
+        hard_stop.cancel();
+        join_all(tasks).await;
+    }
 }
 
 /// Waits for every task, logging any that panicked outside a reconcile.

@@ -414,18 +414,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 tracing::debug!(?took, ?delay, "reconciled, requeue requested");
                 Outcome::RequeueAfter
             }
-            Ran::Returned(Err(error)) => match self.reconciler.error_policy(&error) {
-                ErrorPolicy::Terminal => {
-                    forget(key);
-                    tracing::error!(%error, "reconcile failed with a terminal error, not retrying");
-                    Outcome::TerminalError
-                }
-                ErrorPolicy::Retry => {
-                    self.retry(key, priority);
-                    tracing::warn!(%error, "reconcile failed, retrying with backoff");
-                    Outcome::Error
-                }
-            },
+            Ran::Returned(Err(error)) => self.failed(key, priority, attempt, &error),
             Ran::Panicked(message) => {
                 self.retry(key, priority);
                 tracing::error!(panic = %message, "reconcile panicked, retrying with backoff");
@@ -439,6 +428,24 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             Ran::Cancelled => {
                 tracing::debug!("reconcile cancelled");
                 Outcome::Cancelled
+            }
+        }
+    }
+
+    /// A reconcile returned `error`: retried, or not if terminal.
+    fn failed(&self, key: &O::Key, priority: Priority, attempt: u32, error: &R::Error) -> Outcome {
+        match self.reconciler.error_policy(error) {
+            ErrorPolicy::Terminal => {
+                if attempt > 1 {
+                    self.sink.queue.forget(key);
+                }
+                tracing::error!(%error, "reconcile failed with a terminal error, not retrying");
+                Outcome::TerminalError
+            }
+            ErrorPolicy::Retry => {
+                self.retry(key, priority);
+                tracing::warn!(%error, "reconcile failed, retrying with backoff");
+                Outcome::Error
             }
         }
     }

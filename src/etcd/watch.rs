@@ -112,37 +112,41 @@ where
             }
             return Ok(());
         }
-        for event in response.events() {
-            let Some(kv) = event.kv() else { continue };
-            if !is_after(kv.mod_revision(), self.from) {
-                // etcd-io/etcd#20221: a watch from a future revision can
-                // deliver older events; the informer has them already.
-                continue;
-            }
-            let at = revision(kv.mod_revision());
-            self.seen = self.seen.max(at);
-            // A deletion's key-value is a tombstone with version 0; a put's
-            // version is at least 1 (this avoids `event_type`, which panics
-            // on an unknown type).
-            if kv.version() == 0 {
-                self.shared.unskip(kv.key());
-                if let Ok(key) = self.shared.decode_key(kv.key()) {
-                    self.pending
-                        .push_back(Change::Deleted { key, revision: at });
-                }
-                continue;
-            }
-            match self.shared.decode(kv) {
-                Decoded::Object(object) => self.pending.push_back(Change::Applied(object)),
-                // Absent for tend, as in a list: drop a stale cached copy.
-                Decoded::BadValue(key) => {
-                    self.pending
-                        .push_back(Change::Deleted { key, revision: at });
-                }
-                Decoded::BadKey => {}
-            }
+        for kv in response.events().iter().filter_map(|event| event.kv()) {
+            self.on_event(kv);
         }
         Ok(())
+    }
+
+    /// One put or delete of a watch response.
+    fn on_event(&mut self, kv: &etcd_client::KeyValue) {
+        if !is_after(kv.mod_revision(), self.from) {
+            // etcd-io/etcd#20221: a watch from a future revision can
+            // deliver older events; the informer has them already.
+            return;
+        }
+        let at = revision(kv.mod_revision());
+        self.seen = self.seen.max(at);
+        // A deletion's key-value is a tombstone with version 0; a put's
+        // version is at least 1 (this avoids `event_type`, which panics
+        // on an unknown type).
+        if kv.version() == 0 {
+            self.shared.unskip(kv.key());
+            if let Ok(key) = self.shared.decode_key(kv.key()) {
+                self.pending
+                    .push_back(Change::Deleted { key, revision: at });
+            }
+            return;
+        }
+        match self.shared.decode(kv) {
+            Decoded::Object(object) => self.pending.push_back(Change::Applied(object)),
+            // Absent for tend, as in a list: drop a stale cached copy.
+            Decoded::BadValue(key) => {
+                self.pending
+                    .push_back(Change::Deleted { key, revision: at });
+            }
+            Decoded::BadKey => {}
+        }
     }
 }
 
