@@ -134,7 +134,7 @@ async fn a_finalizer_holds_a_delete_until_it_is_removed() {
 #[tokio::test]
 async fn a_status_write_changes_the_status_only() {
     let (client, ns) = fresh("client-status").await;
-    let sets = KubeSource::<ReplicaSet>::namespaced(client, &ns).client();
+    let sets = KubeSource::<ReplicaSet>::namespaced(client.clone(), &ns).client();
     let created = sets
         .create(replicaset::replica_set(&ns, "web", 2))
         .await
@@ -161,6 +161,19 @@ async fn a_status_write_changes_the_status_only() {
     assert!(
         stale.is_conflict(),
         "status writes carry the version too: {stale:?}"
+    );
+
+    // A kind without a status subresource: the route is missing, not the
+    // object.
+    let maps = KubeSource::<ConfigMap>::namespaced(client, &ns).client();
+    let map = maps
+        .create(config_map(&ns, "plain", &[]))
+        .await
+        .expect("created");
+    let refused = maps.update_status(map).await.unwrap_err();
+    assert!(
+        matches!(refused, ClientError::Invalid { .. }),
+        "{refused:?}"
     );
 }
 

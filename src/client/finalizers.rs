@@ -152,7 +152,12 @@ impl<O: Object + PartialEq> Client<O> {
     ) -> Result<Option<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(finalizers) = object.finalizer_names_mut() {
+                // Only when present: a type whose list is optional (a
+                // Kubernetes object's) must not read as changed.
+                let present = object
+                    .finalizer_names()
+                    .is_some_and(|f| f.iter().any(|f| f == name));
+                if let Some(finalizers) = object.finalizer_names_mut().filter(|_| present) {
                     finalizers.retain(|f| f != name);
                 }
             })

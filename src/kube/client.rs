@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use either::Either;
 use kube::api::{DeleteParams, PatchParams, Preconditions};
 
-use super::endpoint::{Endpoint, KubeResource};
+use super::endpoint::{Endpoint, KubeResource, is_missing};
 use super::object::{key_of, revision_of};
 use crate::client::{Backend, Client, ClientError, Fencing};
 use crate::source::{Object, ObjectKey, Revision, Snapshot, Source};
@@ -74,11 +74,19 @@ where
 
     /// An API error as the client's error for a write of `key`.
     async fn error(&self, error: kube::Error, key: &ObjectKey, expected: Revision) -> ClientError {
-        let kube::Error::Api(status) = &error else {
-            return ClientError::unavailable(self.name(), error);
+        let status = match &error {
+            kube::Error::Api(status) => status,
+            // Refused before it was sent: it can never succeed as it is.
+            kube::Error::BuildRequest(_) | kube::Error::SerdeError(_) => {
+                return ClientError::invalid(key, error);
+            }
+            _ => return ClientError::unavailable(self.name(), error),
         };
         match (status.code, status.reason.as_str()) {
-            (404, _) => ClientError::not_found(key),
+            (404, _) if is_missing(&error, &key.name) => ClientError::not_found(key),
+            // A route the server lacks (a kind not installed, a status
+            // subresource the kind has not) or a missing namespace.
+            (404, _) => ClientError::invalid(key, error),
             (409, "AlreadyExists") => ClientError::already_exists(key),
             (409, _) => self.conflict(key, expected).await,
             (422, _) if status.message.contains("no new finalizers") => ClientError::BeingDeleted {

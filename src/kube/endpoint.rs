@@ -49,8 +49,8 @@ where
     }
 }
 
-/// `request` tagged for kube-rs's middleware (as its own `Api` does: a
-/// watch is exempt from the client's read timeout).
+/// `request` tagged with its verb, as kube-rs's own `Api` does (the tag
+/// names the request's tracing span).
 fn tagged(
     request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
     verb: &'static str,
@@ -82,9 +82,14 @@ where
         Request::new(K::url_path(&self.dyntype, self.namespace.as_deref()))
     }
 
-    /// The URLs of objects in `namespace` (empty: cluster-scoped).
+    /// The URLs of objects in `namespace`; an object that names none goes
+    /// to the scope's namespace (none for a cluster-scoped kind).
     fn within(&self, namespace: &str) -> Request {
-        let namespace = (!namespace.is_empty()).then_some(namespace);
+        let namespace = if namespace.is_empty() {
+            self.namespace.as_deref()
+        } else {
+            Some(namespace)
+        };
         Request::new(K::url_path(&self.dyntype, namespace))
     }
 
@@ -109,7 +114,7 @@ where
             "get",
         )?;
         match self.client.request(request).await {
-            Err(error) if status_code(&error) == Some(404) => Ok(None),
+            Err(error) if is_missing(&error, name) => Ok(None),
             result => result.map(Some),
         }
     }
@@ -162,10 +167,53 @@ where
     }
 }
 
+/// Whether `error` says the object `name` does not exist: a `404` about
+/// that name, not one about a route the server lacks (a kind not
+/// installed, a status subresource the kind has not) or another object (a
+/// missing namespace).
+pub(crate) fn is_missing(error: &kube::Error, name: &str) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == name)
+        }
+        _ => false,
+    }
+}
+
 /// The HTTP status of an API error (`409`, `410` …), if `error` is one.
 pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
     match error {
         kube::Error::Api(status) => Some(status.code),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::response::StatusDetails;
+
+    use super::*;
+
+    fn not_found(details: Option<&str>) -> kube::Error {
+        let mut status = Status::failure("not found", "NotFound");
+        status.code = 404;
+        status.details = details.map(|name| {
+            let details = serde_json::json!({ "name": name });
+            serde_json::from_value::<StatusDetails>(details).expect("valid details")
+        });
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn only_a_404_about_the_object_itself_means_it_is_missing() {
+        assert!(is_missing(&not_found(Some("web")), "web"));
+        assert!(
+            !is_missing(&not_found(Some("apps")), "web"),
+            "its namespace"
+        );
+        assert!(
+            !is_missing(&not_found(None), "web"),
+            "a route the server lacks"
+        );
     }
 }

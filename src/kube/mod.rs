@@ -17,7 +17,12 @@
 //!
 //! (With the feature on, a type of your own that implements
 //! `kube::Resource` cannot also implement `Object` by hand: the blanket
-//! impl covers it.)
+//! impl covers it. Cargo features are unified across a build, so a crate
+//! that implements both for one type stops compiling once any crate in the
+//! build enables `tend/kube`. Kubernetes types can live in the memory
+//! backend too (for unit tests), but there the generation never moves: it
+//! is the API server that bumps it, so a `generation_changed` predicate
+//! sees no spec change on the memory backend.)
 //!
 //! # Revisions
 //!
@@ -37,7 +42,9 @@
 //! land. What keeps two leaders from acting at once is the elector's local
 //! deadline — a leader that cannot renew stops acting (and its fenced
 //! writes fail with [`ClientError::Fenced`](crate::client::ClientError::Fenced))
-//! before the lease could expire for anyone else — together with the
+//! before the lease could expire for anyone else (so a write must reach
+//! the server within the lease minus the renew deadline of the check:
+//! keep the client's timeouts below it) — together with the
 //! `resourceVersion` precondition every update carries, which refuses a
 //! write made from a stale read, whoever makes it.
 //!
@@ -82,9 +89,10 @@
 //! The informer's revision is the `resourceVersion` of the watch, so the
 //! controller's read-your-writes gate works as on etcd: a reconcile that
 //! wrote runs again only once the cache has seen its writes. Deletes are
-//! the exception: the API server does not return the revision of a
-//! delete, so the gate waits for the object's last state before it, not
-//! for the delete itself.
+//! the exception: the gate waits for the revision of the object the
+//! server returns from the delete (with finalizers, the marked object; a
+//! `Status` answer gives none), which may be its last state before the
+//! delete rather than the delete itself.
 
 mod client;
 mod election;

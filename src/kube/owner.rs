@@ -11,8 +11,8 @@ use kube::Resource;
 use crate::source::ObjectKey;
 
 /// The key of `object`'s controlling owner when that owner is an `O`: its
-/// owner reference with `controller: true` names `O`'s kind and API
-/// version. A namespaced owner is in `object`'s namespace (Kubernetes
+/// owner reference with `controller: true` names `O`'s kind and API group
+/// (at any version). A namespaced owner is in `object`'s namespace (Kubernetes
 /// allows no other); a cluster-scoped one has none.
 ///
 /// This is what [`ControllerBuilder::owns`](crate::controller::ControllerBuilder::owns)
@@ -45,7 +45,9 @@ where
         .as_ref()?
         .iter()
         .find(|owner| owner.controller == Some(true))?;
-    let ours = owner.kind == O::kind(&()) && owner.api_version == O::api_version(&());
+    // Group and kind, not the version: a reference written at another
+    // version of the same kind (after a CRD's version moved) is still ours.
+    let ours = owner.kind == O::kind(&()) && group(&owner.api_version) == O::group(&());
     if !ours {
         return None;
     }
@@ -56,6 +58,12 @@ where
         object.meta().namespace.clone().unwrap_or_default()
     };
     Some(ObjectKey::new(namespace, owner.name.clone()))
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`; `v1` → the core
+/// group, empty).
+fn group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
 /// The owner reference that makes `owner` the controller of a new

@@ -245,8 +245,37 @@ where
             .map_err(|error| {
                 watch_error(&error, from).unwrap_or_else(|| SourceError::unavailable(error))
             })?;
-        Ok(events.map(move |event| change(event, from)).boxed())
+        Ok(guarded(events.boxed(), from))
     }
+}
+
+/// How long a watch may stay silent before it is taken for a dead
+/// connection: the server ends every watch after `WATCH_TIMEOUT_SECS`
+/// (sending bookmarks meanwhile), so a longer silence is a half-open
+/// connection that would otherwise hang the informer for ever.
+const WATCH_IDLE: std::time::Duration =
+    std::time::Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
+
+/// `events` as changes, failing with [`SourceError::Unavailable`] after
+/// [`WATCH_IDLE`] without one.
+fn guarded<K: KubeResource>(
+    events: futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    from: Revision,
+) -> WatchStream<K> {
+    futures::stream::unfold(Some(events), move |events| async move {
+        let mut events = events?;
+        match tokio::time::timeout(WATCH_IDLE, events.next()).await {
+            Ok(Some(event)) => Some((change(event, from), Some(events))),
+            Ok(None) => None,
+            Err(_) => {
+                let silent = format!(
+                    "the watch sent nothing for {WATCH_IDLE:?}: taken for a dead connection"
+                );
+                Some((Err(SourceError::unavailable(silent)), None))
+            }
+        }
+    })
+    .boxed()
 }
 
 /// A watch event as a change.
@@ -325,6 +354,24 @@ impl<K: KubeResource> fmt::Debug for KubeSource<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_watch_is_taken_for_a_dead_connection() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let silent = futures::stream::pending::<kube::Result<WatchEvent<ConfigMap>>>().boxed();
+        let mut changes = guarded(silent, Revision::new(5));
+        let started = tokio::time::Instant::now();
+        let first = changes.next().await;
+        assert!(
+            matches!(first, Some(Err(SourceError::Unavailable(_)))),
+            "{first:?}"
+        );
+        assert_eq!(started.elapsed(), WATCH_IDLE);
+        assert!(
+            changes.next().await.is_none(),
+            "the stream ends after its failure"
+        );
+    }
 
     #[test]
     fn the_oldest_revision_is_read_from_a_gone_message() {
