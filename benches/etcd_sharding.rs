@@ -173,9 +173,13 @@ async fn run(
     for manager in managers {
         running.push((manager.shutdown_token(), tokio::spawn(manager.run())));
     }
-    tokio::time::timeout(Duration::from_secs(300), seen.done.notified())
+    if tokio::time::timeout(Duration::from_secs(60), seen.done.notified())
         .await
-        .map_err(|_| "not every key was reconciled within 300 s")?;
+        .is_err()
+    {
+        let reconciled = seen.keys.lock().len();
+        return Err(format!("{reconciled} of {} keys reconciled within 60 s", seen.want).into());
+    }
     let took = start.elapsed();
     for (stop, task) in running {
         stop.cancel();
