@@ -23,10 +23,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as KubeAction, Controller as KubeController};
 use kube::runtime::watcher;
+use tend::Informer;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::kube::KubeSource;
 use tend::testing::kube::ControlPlane;
-use tend::Informer;
 use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -55,7 +55,10 @@ impl Probe {
         };
         let sent = self.sent.lock().expect("not poisoned").remove(&(name, seq));
         if let Some(sent) = sent {
-            self.latencies.lock().expect("not poisoned").push(sent.elapsed());
+            self.latencies
+                .lock()
+                .expect("not poisoned")
+                .push(sent.elapsed());
         }
     }
 
@@ -119,7 +122,10 @@ enum Runtime {
     Kube,
 }
 
-async fn start(runtime: Runtime, client: &kube::Client) -> (Arc<Probe>, CancellationToken, tokio::task::JoinHandle<()>) {
+async fn start(
+    runtime: Runtime,
+    client: &kube::Client,
+) -> (Arc<Probe>, CancellationToken, tokio::task::JoinHandle<()>) {
     let probe = Arc::new(Probe::default());
     let stop = CancellationToken::new();
     let (client, p, s) = (client.clone(), Arc::clone(&probe), stop.clone());
@@ -182,7 +188,9 @@ async fn seed(client: &kube::Client) -> Result<(), BoxError> {
         },
         ..Namespace::default()
     };
-    namespaces.create(&PostParams::default(), &namespace).await?;
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await?;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let creates = (0..OBJECTS).map(|i| {
         let maps = maps.clone();
@@ -198,7 +206,10 @@ async fn seed(client: &kube::Client) -> Result<(), BoxError> {
             maps.create(&PostParams::default(), &map).await.map(drop)
         }
     });
-    let results: Vec<_> = futures::stream::iter(creates).buffer_unordered(64).collect().await;
+    let results: Vec<_> = futures::stream::iter(creates)
+        .buffer_unordered(64)
+        .collect()
+        .await;
     results.into_iter().collect::<Result<(), _>>()?;
     Ok(())
 }
@@ -214,11 +225,18 @@ async fn main() -> Result<(), BoxError> {
     let client = plane.client().await?;
     let seeding = Instant::now();
     seed(&client).await?;
-    println!("seeded {OBJECTS} ConfigMaps in {:.1} s", seeding.elapsed().as_secs_f64());
+    println!(
+        "seeded {OBJECTS} ConfigMaps in {:.1} s",
+        seeding.elapsed().as_secs_f64()
+    );
     let (mut tend, mut kube) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
         // Alternate who goes first: the API server's caches warm up.
-        let order = if run % 2 == 0 { [Runtime::Tend, Runtime::Kube] } else { [Runtime::Kube, Runtime::Tend] };
+        let order = if run % 2 == 0 {
+            [Runtime::Tend, Runtime::Kube]
+        } else {
+            [Runtime::Kube, Runtime::Tend]
+        };
         for runtime in order {
             let seconds = sync(runtime, &client).await;
             match runtime {
@@ -228,7 +246,10 @@ async fn main() -> Result<(), BoxError> {
         }
     }
     let (tend, kube) = (median(tend), median(kube));
-    println!("sync {OBJECTS}: tend {tend:.3} s, kube-runtime {kube:.3} s ({:.1}x)", kube / tend);
+    println!(
+        "sync {OBJECTS}: tend {tend:.3} s, kube-runtime {kube:.3} s ({:.1}x)",
+        kube / tend
+    );
     let (tend_p50, tend_p99) = latency(Runtime::Tend, &client, 0).await;
     let (kube_p50, kube_p99) = latency(Runtime::Kube, &client, 1).await;
     println!(
