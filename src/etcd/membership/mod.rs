@@ -123,6 +123,10 @@ struct Inner {
     keeper: Mutex<Option<AbortOnDropHandle<()>>>,
     /// Joins and leaves, one at a time.
     joining: tokio::sync::Mutex<()>,
+    /// Shard takes and releases, one at a time: an orphaned take's release
+    /// must not interleave with a new acquire of the same shard (which
+    /// would return, or adopt, the token the release is about to end).
+    taking: Arc<tokio::sync::Mutex<()>>,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     /// The members' watch, started by the first `members` or `join`.
     watcher: Mutex<Option<AbortOnDropHandle<()>>>,
@@ -225,6 +229,7 @@ impl EtcdMembershipBuilder {
                 status: Arc::new(watch::Sender::new(Status::default())),
                 keeper: Mutex::new(None),
                 joining: tokio::sync::Mutex::new(()),
+                taking: Arc::new(tokio::sync::Mutex::new(())),
                 members: Arc::new(watch::Sender::new(Vec::new())),
                 watcher: Mutex::new(None),
             }),

@@ -4,6 +4,8 @@
 use etcd_client::{
     Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
+use std::sync::Arc;
+
 use tokio::sync::oneshot;
 
 use super::EtcdMembership;
@@ -12,7 +14,9 @@ use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
 enum Take {
-    /// Owned, with this token.
+    /// Owned already, with this token.
+    Owned(u64),
+    /// Owned by this attempt, with this token.
     Won(u64),
     /// Another lease's record holds the shard, read at this revision.
     Held(i64),
@@ -23,12 +27,8 @@ impl EtcdMembership {
     pub(super) async fn acquire_shard(&self, shard: Shard) -> Result<u64, MembershipError> {
         let index = self.index_of(shard)?;
         loop {
-            let session = self.live().ok_or_else(|| self.not_joined())?;
-            if let Some(&token) = session.owned.get(&index) {
-                return Ok(token);
-            }
-            match self.take_detached(index, session.lease).await? {
-                Take::Won(token) => return Ok(token),
+            match self.take_detached(index).await? {
+                Take::Owned(token) | Take::Won(token) => return Ok(token),
                 Take::Held(at) => self.wait_deleted(index, at).await?,
             }
         }
@@ -37,15 +37,25 @@ impl EtcdMembership {
     /// Runs [`take`](Self::take) in a task, so that an acquire dropped
     /// while the request is in flight acquires nothing: a record created
     /// for a caller that is gone is released again.
-    async fn take_detached(&self, index: u32, lease: i64) -> Result<Take, MembershipError> {
+    /// The check of what is owned, the take and an orphan's release run
+    /// under the member's `taking` lock, so they never interleave with
+    /// another acquire or release.
+    async fn take_detached(&self, index: u32) -> Result<Take, MembershipError> {
         let (answer, taken) = oneshot::channel();
         let member = self.clone();
         tokio::spawn(async move {
-            let outcome = member.take(index, lease).await;
+            let _taking = Arc::clone(&member.inner.taking).lock_owned().await;
+            let outcome = match member.live() {
+                None => Err(member.not_joined()),
+                Some(session) => match session.owned.get(&index) {
+                    Some(&token) => Ok(Take::Owned(token)),
+                    None => member.take(index, session.lease).await,
+                },
+            };
             if let Err(Ok(Take::Won(token))) = answer.send(outcome) {
                 // Best effort: a failure leaves the record until the lease
                 // ends, and the next acquire of the shard adopts it.
-                let _ = member.release_shard_index(index, token).await;
+                let _ = member.release_locked(index, token).await;
             }
         });
         taken.await.unwrap_or_else(|_| Err(self.not_joined()))
@@ -148,14 +158,18 @@ impl EtcdMembership {
         token: u64,
     ) -> Result<(), MembershipError> {
         match self.index_of(shard) {
-            Ok(index) => self.release_shard_index(index, token).await,
+            Ok(index) => {
+                let _taking = self.inner.taking.lock().await;
+                self.release_locked(index, token).await
+            }
             Err(_) => Ok(()),
         }
     }
 
     /// Forgets the shard at once (its token is stale from here on), then
     /// deletes its record if its create revision is still `token`.
-    async fn release_shard_index(&self, index: u32, token: u64) -> Result<(), MembershipError> {
+    /// (The caller holds the `taking` lock.)
+    async fn release_locked(&self, index: u32, token: u64) -> Result<(), MembershipError> {
         let owned = self.inner.status.send_if_modified(|status| {
             let Some(session) = status.session.as_mut() else {
                 return false;
