@@ -25,6 +25,56 @@ fn names(objects: &[ConfigMap]) -> Vec<String> {
     names
 }
 
+/// An informer running in a task of its own until [`stop`](Self::stop).
+struct Running {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), tend::InformerError>>,
+}
+
+impl Running {
+    fn start(informer: &Informer<ConfigMap>) -> Self {
+        let (informer, stop) = (informer.clone(), CancellationToken::new());
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move { informer.run(stop).await }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        within("the informer to stop", LIMIT, self.task)
+            .await
+            .expect("joined")
+            .expect("clean");
+    }
+}
+
+/// A control plane of its own without the API server's watch cache (which
+/// serves old revisions for ~75 s after etcd compacted them: see
+/// `tend::testing::kube`), a fresh namespace, and a source over its
+/// ConfigMaps, three of which (`a`, `b`, `c`) exist.
+async fn uncached_with_abc(prefix: &str) -> (ControlPlane, String, KubeSource<ConfigMap>) {
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--watch-cache=false")
+        .start()
+        .await
+        .expect("a control plane of its own");
+    let client = plane.client().await.expect("a client");
+    let ns = plane
+        .create_namespace(&client, prefix)
+        .await
+        .expect("a namespace");
+    let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
+    let maps = source.client();
+    for name in ["a", "b", "c"] {
+        maps.create(config_map(&ns, name, &[]))
+            .await
+            .expect("created");
+    }
+    (plane, ns, source)
+}
+
 #[tokio::test]
 async fn a_list_over_many_pages_is_one_snapshot() {
     let (client, ns) = fresh("source-pages").await;
@@ -125,25 +175,8 @@ async fn selectors_pick_objects_by_label_and_field() {
 
 #[tokio::test]
 async fn a_watch_from_a_compacted_revision_is_expired_and_a_relist_shows_the_deletes() {
-    // The watch cache would serve old revisions for ~75 s after etcd
-    // compacted them (see `tend::testing::kube`): watch etcd directly.
-    let plane = ControlPlane::builder()
-        .apiserver_arg("--watch-cache=false")
-        .start()
-        .await
-        .expect("a control plane of its own");
-    let client = plane.client().await.expect("a client");
-    let ns = plane
-        .create_namespace(&client, "source-expired")
-        .await
-        .expect("a namespace");
-    let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
+    let (plane, ns, source) = uncached_with_abc("source-expired").await;
     let maps = source.client();
-    for name in ["a", "b", "c"] {
-        maps.create(config_map(&ns, name, &[]))
-            .await
-            .expect("created");
-    }
     let before = source.list().await.expect("listed").revision;
     maps.delete(&ObjectKey::new(&ns, "b"))
         .await
@@ -181,11 +214,7 @@ async fn an_informer_follows_the_api_server() {
         .await
         .expect("created");
     let informer = Informer::builder(source).build().expect("valid");
-    let stop = CancellationToken::new();
-    let running = tokio::spawn({
-        let (informer, stop) = (informer.clone(), stop.clone());
-        async move { informer.run(stop).await }
-    });
+    let running = Running::start(&informer);
     let store = informer.store();
     wait_until("the initial list", LIMIT, || store.len() == 1).await;
     let second = maps
@@ -203,11 +232,7 @@ async fn an_informer_follows_the_api_server() {
         store.revision() >= second.version(),
         "the cache's revision is the server's"
     );
-    stop.cancel();
-    within("the informer to stop", LIMIT, running)
-        .await
-        .expect("joined")
-        .expect("clean");
+    running.stop().await;
 }
 
 #[tokio::test]
@@ -219,11 +244,7 @@ async fn an_informer_resumes_after_the_api_server_restarts() {
     let source = KubeSource::<ConfigMap>::namespaced(client, "default");
     let maps = source.client();
     let informer = Informer::builder(source).build().expect("valid");
-    let stop = CancellationToken::new();
-    let running = tokio::spawn({
-        let (informer, stop) = (informer.clone(), stop.clone());
-        async move { informer.run(stop).await }
-    });
+    let running = Running::start(&informer);
     let store = informer.store();
     maps.create(config_map("default", "before", &[]))
         .await
@@ -252,32 +273,13 @@ async fn an_informer_resumes_after_the_api_server_restarts() {
         store.get(&after.key()).is_some()
     })
     .await;
-    stop.cancel();
-    within("the informer to stop", LIMIT, running)
-        .await
-        .expect("joined")
-        .expect("clean");
+    running.stop().await;
 }
 
 #[tokio::test]
 async fn an_informer_whose_watch_expired_while_cut_off_relists_and_drops_what_was_deleted() {
-    let plane = ControlPlane::builder()
-        .apiserver_arg("--watch-cache=false")
-        .start()
-        .await
-        .expect("a control plane of its own");
-    let client = plane.client().await.expect("a client");
-    let ns = plane
-        .create_namespace(&client, "informer-expired")
-        .await
-        .expect("a namespace");
-    let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
+    let (plane, ns, source) = uncached_with_abc("informer-expired").await;
     let maps = source.client();
-    for name in ["a", "b", "c"] {
-        maps.create(config_map(&ns, name, &[]))
-            .await
-            .expect("created");
-    }
     // A long backoff: the informer stays away while the history it needs
     // is deleted, written over and compacted.
     let wait = Duration::from_secs(6);
@@ -287,11 +289,7 @@ async fn an_informer_whose_watch_expired_while_cut_off_relists_and_drops_what_wa
         .max_watch_failures(NonZeroU32::MAX)
         .build()
         .expect("valid");
-    let stop = CancellationToken::new();
-    let running = tokio::spawn({
-        let (informer, stop) = (informer.clone(), stop.clone());
-        async move { informer.run(stop).await }
-    });
+    let running = Running::start(&informer);
     let store = informer.store();
     wait_until("the initial list", LIMIT, || store.len() == 3).await;
     plane.kill_apiserver();
@@ -318,9 +316,5 @@ async fn an_informer_whose_watch_expired_while_cut_off_relists_and_drops_what_wa
     let mut names: Vec<String> = store.list().iter().map(|m| m.key().name).collect();
     names.sort();
     assert_eq!(names, ["a", "c", "d"]);
-    stop.cancel();
-    within("the informer to stop", LIMIT, running)
-        .await
-        .expect("joined")
-        .expect("clean");
+    running.stop().await;
 }

@@ -121,33 +121,46 @@ fn items() -> MemoryStore<Item> {
     store
 }
 
+/// A sharded replica `name` of `group` over `store`, handing shards over
+/// within `handover`, whose controller `controller` reconciles with
+/// `reconciler` and writes through a client fenced by the shards' tokens.
+fn sharded_with<R: Reconciler<Item>>(
+    name: &str,
+    (group, store): (&InProcessMembership, &MemoryStore<Item>),
+    handover: Duration,
+    (controller, reconciler): (&str, R),
+) -> Manager {
+    let mut manager = Manager::builder()
+        .without_signals()
+        .sharding(group.member(name), group.shard_count())
+        .shard_handover_timeout(handover)
+        .build()
+        .expect("valid");
+    let informer = manager
+        .informer("items", || Informer::builder(store.clone()).build())
+        .expect("registered");
+    let controller = manager
+        .controller(controller, &informer, reconciler)
+        .client(store.client_fenced_by(group.clone()))
+        .build()
+        .expect("valid");
+    manager.add_sharded_controller(controller).expect("added");
+    manager
+}
+
 fn sharded(
     name: &str,
     group: &InProcessMembership,
     store: &MemoryStore<Item>,
     log: &Log,
 ) -> Manager {
-    let mut manager = Manager::builder()
-        .without_signals()
-        .sharding(group.member(name), group.shard_count())
-        .shard_handover_timeout(Duration::from_secs(1))
-        .build()
-        .expect("valid");
-    let informer = manager
-        .informer("items", || Informer::builder(store.clone()).build())
-        .expect("registered");
     let stamp = Stamp {
         replica: name.to_owned(),
         group: group.clone(),
         log: Arc::clone(log),
     };
-    let controller = manager
-        .controller("stamp", &informer, stamp)
-        .client(store.client_fenced_by(group.clone()))
-        .build()
-        .expect("valid");
-    manager.add_sharded_controller(controller).expect("added");
-    manager
+    let handover = Duration::from_secs(1);
+    sharded_with(name, (group, store), handover, ("stamp", stamp))
 }
 
 fn start(manager: Manager) -> Replica {
@@ -457,15 +470,6 @@ fn gated(
     (log, cancelled): (&Log, &Arc<Mutex<Vec<String>>>),
     handover: Duration,
 ) -> Replica {
-    let mut manager = Manager::builder()
-        .without_signals()
-        .sharding(group.member(name), group.shard_count())
-        .shard_handover_timeout(handover)
-        .build()
-        .expect("valid");
-    let informer = manager
-        .informer("items", || Informer::builder(store.clone()).build())
-        .expect("registered");
     let reconciler = Gated {
         replica: name.to_owned(),
         held: held.to_owned(),
@@ -473,12 +477,12 @@ fn gated(
         log: Arc::clone(log),
         cancelled: Arc::clone(cancelled),
     };
-    let controller = manager
-        .controller("gated", &informer, reconciler)
-        .build()
-        .expect("valid");
-    manager.add_sharded_controller(controller).expect("added");
-    start(manager)
+    start(sharded_with(
+        name,
+        (group, store),
+        handover,
+        ("gated", reconciler),
+    ))
 }
 
 /// The first key whose shard moves from `r0` to `r1` when `r1` joins.

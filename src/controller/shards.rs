@@ -192,6 +192,12 @@ impl<K> KeyShards<K> {
     }
 }
 
+/// Whether `key` may be queued: always when not sharded (`None`), else
+/// when its shard is owned.
+pub(crate) fn wanted<K>(shards: Option<&KeyShards<K>>, key: &K) -> bool {
+    shards.is_none_or(|shards| shards.owns(key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

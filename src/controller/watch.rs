@@ -90,7 +90,7 @@ impl<K: crate::QueueKey> Enqueue<K> {
     /// Whether `key` may be queued: always, unless sharded and its shard is
     /// not owned.
     pub(crate) fn wants(&self, key: &K) -> bool {
-        self.shards.as_ref().is_none_or(|shards| shards.owns(key))
+        super::shards::wanted(self.shards.as_ref(), key)
     }
 
     /// Counts a reconcile of `key` against its shard: `Ok(None)` when not
@@ -164,7 +164,7 @@ pub(crate) struct Keys<K> {
 impl<K> Keys<K> {
     /// Whether `key` may be queued (sharded: its shard is owned).
     fn wants(&self, key: &K) -> bool {
-        self.shards.as_ref().is_none_or(|shards| shards.owns(key))
+        super::shards::wanted(self.shards.as_ref(), key)
     }
 
     /// Asks for `key` to be reconciled because of `trigger`, at the
