@@ -101,6 +101,64 @@ async fn a_dead_members_shards_are_acquired_by_another_within_the_lease() {
     .unwrap();
 }
 
+/// Starts an acquire of `index` and drops it once its token is won and
+/// sent, before the acquire could return it (on this test's one thread,
+/// the take's task has sent its answer by the time `owned` shows it).
+async fn drop_an_acquire_after_its_answer(member: &EtcdMembership, index: u32) -> u64 {
+    let mut acquire = Box::pin(member.acquire(shard(index)));
+    assert!(futures::poll!(&mut acquire).is_pending());
+    let token = within("the take to win the shard", LIMIT, async {
+        loop {
+            if let Some(&(_, token)) = member.owned().first() {
+                break token;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    drop(acquire);
+    token
+}
+
+async fn record_revision(kv: &mut Client, key: &str) -> Option<i64> {
+    let found = kv.get(key, None).await.unwrap();
+    found.kvs().first().map(|kv| kv.create_revision())
+}
+
+#[tokio::test]
+async fn an_acquire_dropped_after_its_token_was_sent_gives_the_shard_back() {
+    let etcd = server().await;
+    let mut kv = client(&etcd).await;
+    let a = member(client(&etcd).await, "/orphan", "a");
+    a.join().await.unwrap();
+    let token = drop_an_acquire_after_its_answer(&a, 1).await;
+    within("the orphaned shard to be released", LIMIT, async {
+        while record_revision(&mut kv, "/orphan/shards/1").await.is_some() || !a.owned().is_empty()
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(!a.is_current(token));
+    // An acquire right after the drop gets a current token, whether it
+    // adopts the orphan or takes the shard again after its release.
+    let orphan = drop_an_acquire_after_its_answer(&a, 2).await;
+    let next = within("the next acquire", LIMIT, a.acquire(shard(2)))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        record_revision(&mut kv, "/orphan/shards/2").await;
+    }
+    eprintln!("orphan {orphan}, next acquire {next}");
+    assert_eq!(
+        record_revision(&mut kv, "/orphan/shards/2").await,
+        Some(i64::try_from(next).unwrap())
+    );
+    assert!(a.is_current(next));
+    let writer = source(client(&etcd).await).client_fenced_by(&a);
+    writer.fenced(next).create(Item::new("x", 1)).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_cut_off_from_etcd_stops_owning_at_its_local_deadline() {
     let etcd = server().await;

@@ -136,6 +136,13 @@ struct OwnedShard {
     token: u64,
 }
 
+/// One acquisition's end: its shard, its number and what it returned.
+struct Acquired {
+    shard: Shard,
+    number: u64,
+    result: Result<u64, MembershipError>,
+}
+
 /// The sharding task's state: what it is acquiring and draining.
 pub(super) struct Ownership {
     pub(super) sharding: Arc<Sharding>,
@@ -143,8 +150,11 @@ pub(super) struct Ownership {
     pub(super) queues: Vec<Arc<dyn QueueView>>,
     pub(super) abort: CancellationToken,
     pub(super) metrics: Metrics,
-    acquiring: HashMap<Shard, AbortHandle>,
-    acquired: JoinSet<(Shard, Result<u64, MembershipError>)>,
+    /// The acquisition running per shard, by its number.
+    acquiring: HashMap<Shard, (u64, AbortHandle)>,
+    acquired: JoinSet<Acquired>,
+    /// The next acquisition's number.
+    next: u64,
     draining: HashSet<Shard>,
     drained: JoinSet<Shard>,
 }
@@ -165,6 +175,7 @@ impl Ownership {
             metrics,
             acquiring: HashMap::new(),
             acquired: JoinSet::new(),
+            next: 0,
             draining: HashSet::new(),
             drained: JoinSet::new(),
         }
@@ -196,8 +207,8 @@ impl Ownership {
                     let mut gained = Vec::new();
                     let mut next = Some(done);
                     while let Some(done) = next.take() {
-                        if let Ok((shard, result)) = done {
-                            self.acquired_one(shard, result, &mine, &mut gained).await?;
+                        if let Ok(acquired) = done {
+                            self.acquired_one(acquired, &mine, &mut gained).await?;
                         }
                         next = self.acquired.try_join_next();
                     }
@@ -221,7 +232,7 @@ impl Ownership {
                 self.hand_over(shard);
             }
         }
-        self.acquiring.retain(|shard, handle| {
+        self.acquiring.retain(|shard, (_, handle)| {
             let keep = mine.contains(shard);
             if !keep {
                 handle.abort();
@@ -238,23 +249,40 @@ impl Ownership {
 
     fn acquire(&mut self, shard: Shard, after: Duration) {
         let membership = Arc::clone(&self.sharding.membership);
+        let number = self.next;
+        self.next += 1;
         let handle = self.acquired.spawn(async move {
             tokio::time::sleep(after).await;
-            (shard, membership.acquire(shard).await)
+            Acquired {
+                shard,
+                number,
+                result: membership.acquire(shard).await,
+            }
         });
-        self.acquiring.insert(shard, handle);
+        self.acquiring.insert(shard, (number, handle));
     }
 
     /// One acquisition's result; a shard acquired and still assigned here
-    /// goes into `gained`.
+    /// goes into `gained`. A token from an acquisition stopped after it had
+    /// ended counts too (the membership hands a later acquisition of the
+    /// shard the same token), and leaves the running one in place.
     async fn acquired_one(
         &mut self,
-        shard: Shard,
-        result: Result<u64, MembershipError>,
+        acquired: Acquired,
         mine: &HashSet<Shard>,
         gained: &mut Vec<Shard>,
     ) -> Exit {
-        self.acquiring.remove(&shard);
+        let Acquired {
+            shard,
+            number,
+            result,
+        } = acquired;
+        match self.acquiring.get(&shard) {
+            Some((current, _)) if *current == number => drop(self.acquiring.remove(&shard)),
+            // The running acquisition answers for the shard's failures.
+            Some(_) if result.is_err() => return Ok(()),
+            _ => {}
+        }
         let membership = &self.sharding.membership;
         match result {
             Ok(token) if mine.contains(&shard) => {
@@ -339,7 +367,7 @@ impl Ownership {
         for (shard, _) in self.sharding.owned.owned() {
             self.sharding.owned.lose(shard);
         }
-        for handle in self.acquiring.values() {
+        for (_, handle) in self.acquiring.values() {
             handle.abort();
         }
         self.acquiring.clear();

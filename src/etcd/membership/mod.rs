@@ -9,7 +9,7 @@ mod members;
 mod ownership;
 mod session;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -23,6 +23,9 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::election::ElectionConfig;
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 use crate::source::BoxError;
+
+/// How many locks the shards' takes and releases are striped over.
+const TAKING_STRIPES: usize = 64;
 
 /// This member's state, published to `lost`, `acquire` and the keeper.
 #[derive(Debug, Clone, Default)]
@@ -123,10 +126,13 @@ struct Inner {
     keeper: Mutex<Option<AbortOnDropHandle<()>>>,
     /// Joins and leaves, one at a time.
     joining: tokio::sync::Mutex<()>,
-    /// Shard takes and releases, one at a time: an orphaned take's release
-    /// must not interleave with a new acquire of the same shard (which
-    /// would return, or adopt, the token the release is about to end).
-    taking: Arc<tokio::sync::Mutex<()>>,
+    /// Shard takes and releases, one at a time per stripe of shards: an
+    /// orphan's release must not interleave with a new acquire of the same
+    /// shard (which would return the token the release is about to end).
+    taking: Box<[tokio::sync::Mutex<()>]>,
+    /// Tokens won for acquires dropped before returning them, by shard,
+    /// until released or adopted by the next acquire.
+    orphans: Mutex<HashMap<u32, u64>>,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     /// The members' watch, started by the first `members` or `join`.
     watcher: Mutex<Option<AbortOnDropHandle<()>>>,
@@ -229,7 +235,10 @@ impl EtcdMembershipBuilder {
                 status: Arc::new(watch::Sender::new(Status::default())),
                 keeper: Mutex::new(None),
                 joining: tokio::sync::Mutex::new(()),
-                taking: Arc::new(tokio::sync::Mutex::new(())),
+                taking: (0..TAKING_STRIPES)
+                    .map(|_| tokio::sync::Mutex::new(()))
+                    .collect(),
+                orphans: Mutex::new(HashMap::new()),
                 members: Arc::new(watch::Sender::new(Vec::new())),
                 watcher: Mutex::new(None),
             }),

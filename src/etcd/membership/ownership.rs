@@ -4,8 +4,6 @@
 use etcd_client::{
     Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use std::sync::Arc;
-
 use tokio::sync::oneshot;
 
 use super::EtcdMembership;
@@ -14,12 +12,46 @@ use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
 enum Take {
-    /// Owned already, with this token.
+    /// Owned already, with this token, by an acquire that returned it.
     Owned(u64),
     /// Owned by this attempt, with this token.
-    Won(u64),
+    Won(Won),
     /// Another lease's record holds the shard, read at this revision.
     Held(i64),
+}
+
+/// A token won for an acquire that has not returned it yet. Dropped
+/// unreturned, it becomes an orphan to give back: an acquire aborted
+/// after the answer was sent (abort is asynchronous; its future is
+/// dropped later) drops it with the channel.
+struct Won {
+    member: Option<EtcdMembership>,
+    index: u32,
+    token: u64,
+}
+
+impl Won {
+    fn new(member: &EtcdMembership, index: u32, token: u64) -> Self {
+        Self {
+            member: Some(member.clone()),
+            index,
+            token,
+        }
+    }
+
+    /// The token, returned to the acquire's caller.
+    fn returned(mut self) -> u64 {
+        self.member = None;
+        self.token
+    }
+}
+
+impl Drop for Won {
+    fn drop(&mut self) {
+        if let Some(member) = self.member.take() {
+            member.orphaned(self.index, self.token);
+        }
+    }
 }
 
 impl EtcdMembership {
@@ -28,37 +60,79 @@ impl EtcdMembership {
         let index = self.index_of(shard)?;
         loop {
             match self.take_detached(index).await? {
-                Take::Owned(token) | Take::Won(token) => return Ok(token),
+                Take::Owned(token) => return Ok(token),
+                Take::Won(won) => return Ok(won.returned()),
                 Take::Held(at) => self.wait_deleted(index, at).await?,
             }
         }
     }
 
     /// Runs [`take`](Self::take) in a task, so that an acquire dropped
-    /// while the request is in flight acquires nothing: a record created
-    /// for a caller that is gone is released again.
-    /// The check of what is owned, the take and an orphan's release run
-    /// under the member's `taking` lock, so they never interleave with
-    /// another acquire or release.
+    /// while the request is in flight acquires nothing: a token won for a
+    /// caller that is gone is released again, or adopted by the next
+    /// acquire of the shard. Each shard's checks, takes and releases run
+    /// under its stripe of the `taking` locks, one at a time.
     async fn take_detached(&self, index: u32) -> Result<Take, MembershipError> {
         let (answer, taken) = oneshot::channel();
         let member = self.clone();
         tokio::spawn(async move {
-            let _taking = Arc::clone(&member.inner.taking).lock_owned().await;
+            let _taking = member.lock_shard(index).await;
             let outcome = match member.live() {
                 None => Err(member.not_joined()),
                 Some(session) => match session.owned.get(&index) {
-                    Some(&token) => Ok(Take::Owned(token)),
+                    Some(&token) => Ok(member.adopt(index, token)),
                     None => member.take(index, session.lease).await,
                 },
             };
-            if let Err(Ok(Take::Won(token))) = answer.send(outcome) {
-                // Best effort: a failure leaves the record until the lease
-                // ends, and the next acquire of the shard adopts it.
-                let _ = member.release_locked(index, token).await;
+            if let Err(Ok(Take::Won(won))) = answer.send(outcome) {
+                // Nobody waits for it: give it back now, under the lock.
+                let _ = member.release_locked(index, won.returned()).await;
             }
         });
         taken.await.unwrap_or_else(|_| Err(self.not_joined()))
+    }
+
+    /// The shard's stripe of the `taking` locks.
+    async fn lock_shard(&self, index: u32) -> tokio::sync::MutexGuard<'_, ()> {
+        let stripes = &self.inner.taking;
+        let stripe = usize::try_from(index).unwrap_or(0) % stripes.len();
+        stripes[stripe].lock().await
+    }
+
+    /// An owned shard's token for a new acquire: an orphan's token is
+    /// taken back from its pending release.
+    fn adopt(&self, index: u32, token: u64) -> Take {
+        let orphan = self.inner.orphans.lock().remove(&index);
+        if orphan == Some(token) {
+            Take::Won(Won::new(self, index, token))
+        } else {
+            Take::Owned(token)
+        }
+    }
+
+    /// A won token nobody returned: released from a task (under the
+    /// shard's lock) unless an acquire adopts it first. Without a runtime
+    /// it waits for the next acquire, or the lease's end.
+    fn orphaned(&self, index: u32, token: u64) {
+        self.inner.orphans.lock().insert(index, token);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let member = self.clone();
+        runtime.spawn(async move {
+            let _taking = member.lock_shard(index).await;
+            let pending = {
+                let mut orphans = member.inner.orphans.lock();
+                let pending = orphans.get(&index) == Some(&token);
+                if pending {
+                    orphans.remove(&index);
+                }
+                pending
+            };
+            if pending {
+                let _ = member.release_locked(index, token).await;
+            }
+        });
     }
 
     /// One attempt: the record created if absent, or read. A record of
@@ -103,7 +177,7 @@ impl EtcdMembership {
         };
         let token = u64::try_from(token).map_err(|error| self.backend(error))?;
         if self.record(lease, index, token) {
-            Ok(Take::Won(token))
+            Ok(Take::Won(Won::new(self, index, token)))
         } else {
             // The session ended meanwhile: its lease's records go with it.
             Err(self.not_joined())
@@ -159,7 +233,7 @@ impl EtcdMembership {
     ) -> Result<(), MembershipError> {
         match self.index_of(shard) {
             Ok(index) => {
-                let _taking = self.inner.taking.lock().await;
+                let _taking = self.lock_shard(index).await;
                 self.release_locked(index, token).await
             }
             Err(_) => Ok(()),
