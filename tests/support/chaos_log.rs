@@ -1,0 +1,108 @@
+//! The replicas' reconcile logs of a chaos run: one file per process life,
+//! a line when a reconcile starts (`S key token ns`) and one when it ends
+//! or is cancelled (`E key token ns outcome`). A start without an end was
+//! cut by the process's death.
+
+#![allow(unreachable_pub)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// When a process life ended (wall-clock ns), by its log file.
+#[derive(Debug, Clone)]
+pub struct Death {
+    pub log: PathBuf,
+    pub at: u64,
+}
+
+/// One reconcile, as logged.
+#[derive(Debug, Clone)]
+pub struct Reconcile {
+    /// The process life (its log file's name).
+    pub life: String,
+    pub key: String,
+    pub token: u64,
+    pub start: u64,
+    pub end: u64,
+    pub outcome: String,
+}
+
+/// Every reconcile in the logs under `dir`; a reconcile still running at
+/// its process's death ends then.
+pub fn parse_logs(dir: &Path, deaths: &[Death]) -> Vec<Reconcile> {
+    let mut reconciles = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the logs' directory") {
+        let path = entry.expect("a log").path();
+        let death = deaths
+            .iter()
+            .find(|d| d.log == path)
+            .unwrap_or_else(|| panic!("{} has no recorded death", path.display()));
+        let text = std::fs::read_to_string(&path).expect("a readable log");
+        let life = path.file_name().unwrap().to_string_lossy().into_owned();
+        reconciles.extend(parse(&life, &text, death.at));
+    }
+    reconciles
+}
+
+fn parse(life: &str, text: &str, died: u64) -> Vec<Reconcile> {
+    let mut running: HashMap<String, Reconcile> = HashMap::new();
+    let mut done = Vec::new();
+    // The last line may be cut by a SIGKILL mid-write.
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        match fields.as_slice() {
+            ["S", key, token, at] => {
+                let (Ok(token), Ok(start)) = (token.parse(), at.parse()) else {
+                    continue;
+                };
+                let reconcile = Reconcile {
+                    life: life.to_owned(),
+                    key: (*key).to_owned(),
+                    token,
+                    start,
+                    end: died,
+                    outcome: "killed".to_owned(),
+                };
+                let previous = running.insert((*key).to_owned(), reconcile);
+                assert!(previous.is_none(), "{life}: {key} started twice at once");
+            }
+            ["E", key, _, at, outcome] => {
+                let Ok(end) = at.parse() else { continue };
+                let mut reconcile = running
+                    .remove(*key)
+                    .unwrap_or_else(|| panic!("{life}: {key} ended unstarted"));
+                reconcile.end = end;
+                reconcile.outcome = (*outcome).to_owned();
+                done.push(reconcile);
+            }
+            _ => {}
+        }
+    }
+    done.extend(running.into_values());
+    done
+}
+
+/// Pairs of reconciles of one key, in different process lives, that
+/// overlapped in time.
+pub fn overlaps(reconciles: &[Reconcile]) -> usize {
+    let mut by_key: HashMap<&str, Vec<&Reconcile>> = HashMap::new();
+    for reconcile in reconciles {
+        by_key.entry(&reconcile.key).or_default().push(reconcile);
+    }
+    let mut overlapping = 0;
+    for runs in by_key.values_mut() {
+        runs.sort_by_key(|r| r.start);
+        for (i, a) in runs.iter().enumerate() {
+            for b in runs[i + 1..].iter().take_while(|b| b.start < a.end) {
+                if b.life != a.life {
+                    eprintln!(
+                        "overlap on {}: {} [{}, {}] token {} and {} [{}, {}] token {}",
+                        a.key, a.life, a.start, a.end, a.token, b.life, b.start, b.end, b.token
+                    );
+                    overlapping += 1;
+                }
+            }
+        }
+    }
+    overlapping
+}
