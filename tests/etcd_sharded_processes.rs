@@ -54,8 +54,8 @@ const ITEMS: &str = "/chaos/items/";
 const KEYS: usize = 10_000;
 const SHARDS: u32 = 64;
 const IDS: [&str; 3] = ["replica-1", "replica-2", "replica-3"];
-/// Items whose desired state changes each round.
-const BUMPS: usize = 100;
+/// Items whose desired state changes each round (in one transaction).
+const BUMPS: usize = 120;
 
 /// An item: `want` is set by the test, the rest by the replica that
 /// reconciled it last (`token` 0 after the test's own writes).
@@ -145,7 +145,9 @@ impl Reconciler<Item> for Stamp {
             token,
             outcome: "cancelled",
         };
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        // A simulated call elsewhere: reconciles are in flight when a
+        // replica is disrupted.
+        tokio::time::sleep(Duration::from_millis(5)).await;
         let result = match ctx.object() {
             Some(item) if item.by != self.id || item.seen != item.want || item.token != token => {
                 let client = ctx.client::<Item>().expect("a client for items");
@@ -298,7 +300,7 @@ impl Replica {
         while child.try_wait().unwrap().is_none() {
             assert!(
                 started.elapsed() < limit,
-                "{} did not stop within {limit:?} of its cut-off",
+                "{} did not stop within {limit:?} of losing its membership",
                 self.id
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -311,6 +313,7 @@ impl Replica {
         Death {
             log: self.log_path(self.lives),
             at: wall_ns(),
+            paused: false,
         }
     }
 }
@@ -394,21 +397,28 @@ async fn converge(kv: &mut etcd_client::Client, items: &Client<Item>, what: &str
     }
 }
 
-/// Changes the wanted value of `BUMPS` items (an unfenced write, token 0).
-async fn bump(items: &Client<Item>, rng: &mut u64) {
-    for _ in 0..BUMPS {
+/// Changes the wanted value of `BUMPS` random items at once, in one
+/// transaction (an unfenced write, token 0; a replica's stamp landing
+/// meanwhile is overwritten, and restamped: the item is reconciled again).
+async fn bump(kv: &mut etcd_client::Client, rng: &mut u64) {
+    let mut picked = std::collections::BTreeSet::new();
+    while picked.len() < BUMPS {
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
-        let name = format!("item-{:05}", *rng % KEYS as u64);
-        items
-            .modify(&name, |item| {
-                item.want += 1;
-                item.token = 0;
-            })
-            .await
-            .unwrap();
+        picked.insert(*rng % KEYS as u64);
     }
+    let mut ops = Vec::with_capacity(BUMPS);
+    for index in picked {
+        let key = format!("{ITEMS}item-{index:05}");
+        let found = kv.get(key.as_str(), None).await.unwrap();
+        let value = found.kvs().first().expect("the item exists").value();
+        let mut item: Item = serde_json::from_slice(value).unwrap();
+        item.want += 1;
+        item.token = 0;
+        ops.push(TxnOp::put(key, serde_json::to_vec(&item).unwrap(), None));
+    }
+    kv.txn(Txn::new().and_then(ops)).await.unwrap();
 }
 
 /// Waits until none of `theirs` is owned by `id`; returns how long each
@@ -440,13 +450,43 @@ async fn reowned(
     took
 }
 
-/// One round's disruption of `replica`: SIGKILL, or a blackhole until its
-/// membership is lost and it exits. Returns its death and how long each of
-/// its shards stayed unowned.
+/// What a round does to one replica.
+#[derive(Debug, Clone, Copy)]
+enum Disruption {
+    /// SIGKILL: its lease must expire.
+    Kill,
+    /// Its membership and informer cut off from etcd (writes still pass)
+    /// until it loses the membership and exits.
+    Blackhole,
+    /// SIGSTOP (a long GC pause) until its shards are owned by others,
+    /// then SIGCONT: its reconciles in flight resume with stale tokens.
+    Pause,
+}
+
+impl Disruption {
+    fn of_round(round: usize) -> Self {
+        match round % 5 {
+            2 => Self::Pause,
+            4 => Self::Blackhole,
+            _ => Self::Kill,
+        }
+    }
+}
+
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} failed");
+}
+
+/// One round's disruption of `replica`. Returns its death and how long
+/// each of its shards stayed unowned.
 async fn disrupt(
     kv: &mut etcd_client::Client,
     replica: &mut Replica,
-    blackhole: bool,
+    disruption: Disruption,
 ) -> (Death, Vec<Duration>) {
     let theirs: Vec<u32> = owners(kv)
         .await
@@ -455,13 +495,26 @@ async fn disrupt(
         .map(|(shard, _)| shard)
         .collect();
     let since = Instant::now();
-    let death = if blackhole {
-        replica.proxy.blackhole(true);
-        replica.exited(Duration::from_secs(15)).await
-    } else {
-        replica.kill()
+    let stop = Duration::from_secs(15);
+    let (death, took) = match disruption {
+        Disruption::Kill => {
+            let death = replica.kill();
+            (death, reowned(kv, replica.id, theirs, since).await)
+        }
+        Disruption::Blackhole => {
+            replica.proxy.blackhole(true);
+            let death = replica.exited(stop).await;
+            (death, reowned(kv, replica.id, theirs, since).await)
+        }
+        Disruption::Pause => {
+            signal(replica.child.as_ref().expect("the replica runs"), "-STOP");
+            let took = reowned(kv, replica.id, theirs, since).await;
+            signal(replica.child.as_ref().expect("the replica runs"), "-CONT");
+            let mut death = replica.exited(stop).await;
+            death.paused = true;
+            (death, took)
+        }
     };
-    let took = reowned(kv, replica.id, theirs, since).await;
     replica.proxy.blackhole(false);
     (death, took)
 }
@@ -504,18 +557,17 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     let (mut deaths, mut unowned) = (Vec::new(), Vec::new());
     let mut rng: u64 = 0x5eed_cafe;
     for round in 0..rounds {
-        bump(&items, &mut rng).await;
+        bump(&mut kv, &mut rng).await;
+        // Not a wait for anything: the disruption should find the bumped
+        // items' reconciles in flight.
+        tokio::time::sleep(Duration::from_millis(10)).await;
         let victim = usize::try_from(rng % 3).unwrap();
-        let blackhole = round % 5 == 4;
-        let (death, took) = disrupt(&mut kv, &mut replicas[victim], blackhole).await;
+        let disruption = Disruption::of_round(round);
+        let (death, took) = disrupt(&mut kv, &mut replicas[victim], disruption).await;
         deaths.push(death);
         unowned.extend(took);
         replicas[victim].start();
-        let what = format!(
-            "round {round} ({} {})",
-            if blackhole { "blackholed" } else { "killed" },
-            IDS[victim]
-        );
+        let what = format!("round {round} ({disruption:?} {})", IDS[victim]);
         let settled = converge(&mut kv, &items, &what).await;
         eprintln!("{what}: converged {settled:?} after the restart");
     }
@@ -529,11 +581,20 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
         .revision();
     let history = history.until(end).await;
     let reconciles = parse_logs(dir.path(), &deaths);
-    let overlapping = overlaps(&reconciles);
+    let (overlapping, paused) = overlaps(&reconciles, &deaths);
     unowned.sort();
     let fenced = reconciles.iter().filter(|r| r.outcome == "fenced").count();
+    let mut refusers: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reconciles
+        .iter()
+        .filter(|r| r.outcome != "ok" && r.outcome != "conflict")
+    {
+        *refusers.entry(&r.life).or_default() += 1;
+    }
+    eprintln!("reconciles fenced, cancelled or killed, by process life: {refusers:?}");
     eprintln!(
-        "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes; \
+        "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
+         (besides {paused} of paused processes, spanning the handover, none written); \
          {} fenced writes accepted by etcd, {} with a stale token; {fenced} writes refused as fenced; \
          shards unowned after a kill or cut-off: p50 {:?}, p99 {:?}, max {:?} ({} handovers)",
         reconciles.len(),

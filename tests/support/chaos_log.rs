@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 pub struct Death {
     pub log: PathBuf,
     pub at: u64,
+    /// The process was stopped (SIGSTOP) through a handover of its shards.
+    pub paused: bool,
 }
 
 /// One reconcile, as logged.
@@ -83,26 +85,50 @@ fn parse(life: &str, text: &str, died: u64) -> Vec<Reconcile> {
 }
 
 /// Pairs of reconciles of one key, in different process lives, that
-/// overlapped in time.
-pub fn overlaps(reconciles: &[Reconcile]) -> usize {
+/// overlapped in time; and apart, those where the earlier one was in a
+/// life stopped through the handover and wrote nothing (it resumed with a
+/// stale token: its write had to be refused, or it was cancelled). A
+/// paused reconcile that wrote counts as an overlap.
+pub fn overlaps(reconciles: &[Reconcile], deaths: &[Death]) -> (usize, usize) {
+    let paused: Vec<String> = deaths
+        .iter()
+        .filter(|d| d.paused)
+        .map(|d| d.log.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let excused = |r: &Reconcile| paused.contains(&r.life) && r.outcome != "ok";
     let mut by_key: HashMap<&str, Vec<&Reconcile>> = HashMap::new();
     for reconcile in reconciles {
         by_key.entry(&reconcile.key).or_default().push(reconcile);
     }
-    let mut overlapping = 0;
+    let (mut overlapping, mut spanning) = (0, 0);
     for runs in by_key.values_mut() {
         runs.sort_by_key(|r| r.start);
         for (i, a) in runs.iter().enumerate() {
             for b in runs[i + 1..].iter().take_while(|b| b.start < a.end) {
-                if b.life != a.life {
+                if b.life == a.life {
+                    continue;
+                }
+                if excused(a) || excused(b) {
+                    spanning += 1;
+                } else {
                     eprintln!(
-                        "overlap on {}: {} [{}, {}] token {} and {} [{}, {}] token {}",
-                        a.key, a.life, a.start, a.end, a.token, b.life, b.start, b.end, b.token
+                        "overlap on {}: {} [{}, {}] token {} {} and {} [{}, {}] token {} {}",
+                        a.key,
+                        a.life,
+                        a.start,
+                        a.end,
+                        a.token,
+                        a.outcome,
+                        b.life,
+                        b.start,
+                        b.end,
+                        b.token,
+                        b.outcome
                     );
                     overlapping += 1;
                 }
             }
         }
     }
-    overlapping
+    (overlapping, spanning)
 }
