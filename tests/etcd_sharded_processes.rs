@@ -596,6 +596,7 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
         "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
          (besides {paused} of paused processes, spanning the handover, none written); \
          {} fenced writes accepted by etcd, {} with a stale token; {fenced} writes refused as fenced; \
+         {cut} reconciles cut by a kill or cancelled; \
          shards unowned after a kill or cut-off: p50 {:?}, p99 {:?}, max {:?} ({} handovers)",
         reconciles.len(),
         history.fenced_writes,

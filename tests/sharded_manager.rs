@@ -595,3 +595,78 @@ async fn a_reconcile_past_the_handover_timeout_is_cancelled_then_the_shard_moves
     );
     assert_handed_over_in_order(&records);
 }
+
+/// Waits until no reconcile has been logged for a second (of the paused
+/// clock): the writes' own events have been reconciled too.
+async fn quiet(log: &Log) {
+    within("the replicas to go quiet", LIMIT, async {
+        loop {
+            let logged = log.lock().len();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if log.lock().len() == logged {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_join_moves_only_its_share_and_reconciles_no_other_key_again() {
+    let group = InProcessMembership::new("items", ShardCount::new(64).expect("valid"));
+    let store = items();
+    let log = Log::default();
+    let three = ["r0", "r1", "r2"];
+    let mut replicas: Vec<Replica> = three
+        .iter()
+        .map(|name| start(sharded(name, &group, &store, &log)))
+        .collect();
+    eventually("every key stamped by its owner of three", LIMIT, || {
+        converged(&store, &group, &three)
+    })
+    .await;
+    quiet(&log).await;
+    let before = log.lock().len();
+    replicas.push(start(sharded("r3", &group, &store, &log)));
+    let four = ["r0", "r1", "r2", "r3"];
+    eventually("every key stamped by its owner of four", LIMIT, || {
+        converged(&store, &group, &four)
+    })
+    .await;
+    quiet(&log).await;
+    check_log(&log);
+
+    let old = Assignment::compute(three, group.shard_count());
+    let new = Assignment::compute(four, group.shard_count());
+    let moved: Vec<_> = group
+        .shard_count()
+        .shards()
+        .filter(|&shard| old.owner(shard) != new.owner(shard))
+        .collect();
+    assert!(
+        moved
+            .iter()
+            .all(|&shard| new.owner(shard).map(MemberId::as_str) == Some("r3")),
+        "a shard moved to a replica other than the joiner"
+    );
+    assert!(
+        (8..=36).contains(&moved.len()),
+        "{} of 64 shards moved",
+        moved.len()
+    );
+    let after = log.lock()[before..].to_vec();
+    assert!(!after.is_empty(), "the joiner reconciled its keys");
+    for record in &after {
+        assert_eq!(
+            (
+                record.replica.as_str(),
+                new.owner_of(&record.key).map(MemberId::as_str)
+            ),
+            ("r3", Some("r3")),
+            "{record:?}: only the joiner's keys are reconciled after a join"
+        );
+    }
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
