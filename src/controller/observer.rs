@@ -72,6 +72,15 @@ pub trait ControllerObserver: Send + Sync {
     /// (`tend_controller_read_your_writes_timeouts_total`). Called on the
     /// controller's gate task.
     fn read_your_writes_expired(&self) {}
+
+    /// A write through a reconcile's client
+    /// ([`Context::client`](super::Context::client)) was refused with
+    /// [`ClientError::Fenced`](crate::client::ClientError::Fenced): its
+    /// fencing token (the leader's, or the key's shard's) was no longer
+    /// current (`tend_controller_fenced_writes_refused_total`). Called on
+    /// the task that wrote: a worker, or a task the reconcile spawned, also
+    /// after the reconcile returned.
+    fn fenced_write_refused(&self) {}
 }
 
 /// The observer used when none is configured.
