@@ -48,8 +48,9 @@ impl Outcome {
 }
 
 /// Receives a controller's measurements (the manager exports them as
-/// controller-runtime's `controller_runtime_*` metrics). Methods default to
-/// no-ops and are called on the worker, so they must be cheap, and must not
+/// controller-runtime's `controller_runtime_*` metrics, and `tend_controller_*`
+/// where it has none). Methods default to no-ops and are called on the
+/// worker unless they say otherwise, so they must be cheap, and must not
 /// panic (an end is reported while unwinding from a panic elsewhere). Every
 /// `reconcile_started` is followed by one `reconcile_finished`.
 pub trait ControllerObserver: Send + Sync {
