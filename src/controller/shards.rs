@@ -9,6 +9,13 @@
 //! - [`Owned::lose`] clears the owner under that lock: no reconcile of the
 //!   shard starts after it, and [`Owned::drained`] resolves once the ones
 //!   counted before it have ended. Only then is the shard released.
+//! - Each ownership (a [`Owned::gain`] of a shard not owned) has its own
+//!   cancel token, the one the [`Owned::lose`] ending it returns: a
+//!   handover's cancel reaches only the reconciles of the ownership it
+//!   ended, never those of a later one.
+//!
+//! The tests check these against a model, on random sequences of gains,
+//! losses, claims, drops and cancels.
 //!
 //! Each slot's lock is held for a copy or a counter change, never across an
 //! `.await` and never while calling user code; it is taken under no other
