@@ -157,6 +157,11 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         Some(0.0)
     );
     assert_eq!(
+        metrics.value("tend_controller_fenced_writes_refused_total", &c),
+        Some(0.0),
+        "exported from the start"
+    );
+    assert_eq!(
         metrics.value("controller_runtime_max_concurrent_reconciles", &c),
         Some(2.0)
     );

@@ -18,7 +18,7 @@ use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{InProcessElection, Manager, ManagerError};
 use tend::memory::MemoryStore;
-use tend::shard::{Assignment, InProcessMembership, MemberId, ShardCount};
+use tend::shard::{Assignment, InProcessMembership, MemberId, Membership, ShardCount};
 use tend::{CancellationToken, Informer, Revision};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -358,11 +358,13 @@ async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
     check_log(&log);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debug_shards_and_the_metrics_show_the_ownership() {
-    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
-    let store = items();
-    let log = Log::default();
+/// The only replica, `r0`, of `group` (16 shards) over `store`, serving
+/// HTTP, its `stamp` controller's writes fenced by the shards' tokens; once
+/// it is ready (every shard owned).
+async fn serving(
+    group: &InProcessMembership,
+    store: &MemoryStore<Item>,
+) -> (Replica, std::net::SocketAddr) {
     let mut manager = Manager::builder()
         .without_signals()
         .http_address("127.0.0.1:0".parse().expect("an address"))
@@ -376,7 +378,7 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
     let stamp = Stamp {
         replica: "r0".to_owned(),
         group: group.clone(),
-        log,
+        log: Log::default(),
     };
     let controller = manager
         .controller("stamp", &informer, stamp)
@@ -387,11 +389,10 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
     let replica = start(manager);
     let limit = Duration::from_secs(10);
     eventually("every shard owned", limit, || {
-        (0..16).all(|i| {
-            group
-                .owner(group.shard_count().shard(i).expect("a shard"))
-                .is_some()
-        })
+        group
+            .shard_count()
+            .shards()
+            .all(|shard| group.owner(shard).is_some())
     })
     .await;
     let ready = within("ready", limit, async {
@@ -403,6 +404,14 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
         }
     });
     ready.await;
+    (replica, address)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_shards_and_the_metrics_show_the_ownership() {
+    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let store = items();
+    let (replica, address) = serving(&group, &store).await;
     let shards = http::get(address, "/debug/shards").await;
     assert_eq!(shards.status, 200);
     let report: serde_json::Value = serde_json::from_str(&shards.body).expect("JSON");
@@ -420,6 +429,52 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
         Some(16.0)
     );
     replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_with_a_released_shards_token_are_refused_and_counted_in_the_metrics() {
+    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let store = items();
+    let (replica, address) = serving(&group, &store).await;
+    let limit = Duration::from_secs(10);
+    eventually("every item stamped", limit, || {
+        converged(&store, &group, &["r0"])
+    })
+    .await;
+    let refused = "tend_controller_fenced_writes_refused_total";
+    let stamp = [("controller", "stamp")];
+    let scrape = || async { http::Exposition::parse(&http::get(address, "/metrics").await.body) };
+    assert_eq!(
+        scrape().await.value(refused, &stamp),
+        Some(0.0),
+        "exported from the start, none refused while owned"
+    );
+
+    // The shard's ownership ends behind the replica's back (as an etcd
+    // ownership record deleted by hand): it still reconciles the shard's
+    // keys, with a token no longer current.
+    let key = "item-0".to_owned();
+    let shard = group.shard_count().shard_of(&key);
+    let (_, token) = group.owner(shard).expect("owned");
+    // A second handle of the replica's member; dropping it would leave.
+    let r0 = group.member("r0");
+    r0.release(shard, token).await.expect("released");
+    let item = store.get(&key).expect("exists");
+    let cleared = Item {
+        by: String::new(),
+        ..Item::clone(&item)
+    };
+    store.client().update(cleared).await.expect("cleared");
+    within("a refused write counted", limit, async {
+        while scrape().await.value(refused, &stamp).unwrap_or_default() < 1.0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let after = store.get(&key).expect("exists");
+    assert_eq!(after.by, "", "the refused writes changed nothing");
+    replica.stop().await;
+    drop(r0);
 }
 
 /// On replica `r0`, holds each reconcile of the key `held` until the gate

@@ -105,13 +105,19 @@ pub struct Client<O: Object> {
     backend: Arc<dyn Backend<Object = O>>,
     token: Option<u64>,
     attempts: NonZeroU32,
-    /// Told of each write (a reconcile's client: read-your-writes).
+    /// Told how each write ended (a reconcile's client: read-your-writes
+    /// and the count of fenced writes refused).
     hook: Option<Arc<dyn WriteHook>>,
 }
 
-/// Told the revision of every write a client made.
+/// Told how every write a client made ended: the revision it landed at, or
+/// its refusal for a stale fencing token.
 pub(crate) trait WriteHook: Send + Sync {
+    /// A write landed at `revision`.
     fn wrote(&self, revision: Revision);
+
+    /// A write was refused with [`ClientError::Fenced`].
+    fn refused(&self);
 }
 
 impl<O: Object> Clone for Client<O> {
@@ -155,11 +161,23 @@ impl<O: Object> Client<O> {
         }
     }
 
-    /// A write landed at `revision`.
-    fn wrote(&self, revision: Revision) {
+    /// Tells the hook how a write ended: where it landed (`revision` of
+    /// what it returned), or that it was fenced. Every write goes through
+    /// here; the helpers (`modify`, the finalizers') write through the
+    /// methods that call it.
+    fn ended<T>(
+        &self,
+        written: Result<T, ClientError>,
+        revision: impl FnOnce(&T) -> Revision,
+    ) -> Result<T, ClientError> {
         if let Some(hook) = &self.hook {
-            hook.wrote(revision);
+            match &written {
+                Ok(value) => hook.wrote(revision(value)),
+                Err(ClientError::Fenced { .. }) => hook.refused(),
+                Err(_) => {}
+            }
         }
+        written
     }
 
     /// The backend's name (its source's).
@@ -248,9 +266,8 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn create(&self, object: O) -> Result<O, ClientError> {
-        let created = self.backend.create(object, self.token).await?;
-        self.wrote(created.version());
-        Ok(created)
+        let created = self.backend.create(object, self.token).await;
+        self.ended(created, O::version)
     }
 
     /// Replaces a stored object provided `object`'s version is the stored
@@ -270,9 +287,8 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn update(&self, object: O) -> Result<O, ClientError> {
-        let updated = self.backend.update(object, self.token).await?;
-        self.wrote(updated.version());
-        Ok(updated)
+        let updated = self.backend.update(object, self.token).await;
+        self.ended(updated, O::version)
     }
 
     /// Writes only the status of a stored object (Kubernetes' `status`
@@ -289,9 +305,8 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn update_status(&self, object: O) -> Result<O, ClientError> {
-        let updated = self.backend.update_status(object, self.token).await?;
-        self.wrote(updated.version());
-        Ok(updated)
+        let updated = self.backend.update_status(object, self.token).await;
+        self.ended(updated, O::version)
     }
 
     /// Server-side apply: `object` states the fields the field manager
@@ -308,9 +323,8 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have written the object.
     pub async fn apply(&self, object: O, manager: &str) -> Result<O, ClientError> {
-        let applied = self.backend.apply(object, manager, self.token).await?;
-        self.wrote(applied.version());
-        Ok(applied)
+        let applied = self.backend.apply(object, manager, self.token).await;
+        self.ended(applied, O::version)
     }
 
     /// Deletes the object stored under `key`, whatever its version;
@@ -329,9 +343,8 @@ impl<O: Object> Client<O> {
     ///
     /// Dropping the future may or may not have deleted the object.
     pub async fn delete(&self, key: &O::Key) -> Result<Revision, ClientError> {
-        let revision = self.backend.delete(key, None, self.token).await?;
-        self.wrote(revision);
-        Ok(revision)
+        let deleted = self.backend.delete(key, None, self.token).await;
+        self.ended(deleted, |revision| *revision)
     }
 
     /// Deletes the object stored under `key` provided its version is
@@ -352,8 +365,7 @@ impl<O: Object> Client<O> {
         key: &O::Key,
         version: Revision,
     ) -> Result<Revision, ClientError> {
-        let revision = self.backend.delete(key, Some(version), self.token).await?;
-        self.wrote(revision);
-        Ok(revision)
+        let deleted = self.backend.delete(key, Some(version), self.token).await;
+        self.ended(deleted, |revision| *revision)
     }
 }

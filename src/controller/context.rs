@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Triggers;
 use super::scope::{Record, Scope};
-use crate::client::Client;
+use crate::client::{Client, WriteHook};
 use crate::informer::Store;
 use crate::source::{Object, Revision};
 
@@ -117,7 +117,11 @@ impl<O: Object> Context<O> {
     ///   write is refused by the backend and changes nothing;
     /// - with read-your-writes on (the default), the revisions it writes are
     ///   recorded, and this key's next reconcile waits until the controller's
-    ///   cache of `P` has applied them: it never sees its own writes missing.
+    ///   cache of `P` has applied them: it never sees its own writes missing;
+    /// - each of its writes refused with
+    ///   [`ClientError::Fenced`](crate::client::ClientError::Fenced) is
+    ///   reported to the controller's observer
+    ///   ([`ControllerObserver::fenced_write_refused`](super::ControllerObserver::fenced_write_refused)).
     ///
     /// # Examples
     ///
@@ -153,10 +157,12 @@ impl<O: Object> Context<O> {
             .caches
             .position::<P>()
             .filter(|_| self.read_your_writes);
-        Some(match cache {
-            Some(cache) => client.hooked(Arc::new(Record::new(&self.scope, cache))),
-            None => client,
-        })
+        let hook: Arc<dyn WriteHook> = match cache {
+            Some(cache) => Arc::new(Record::new(&self.scope, cache)),
+            // Refusals are counted all the same.
+            None => Arc::clone(&self.scope) as Arc<dyn WriteHook>,
+        };
+        Some(client.hooked(hook))
     }
 
     /// The leader's fencing token when running under leader election: an

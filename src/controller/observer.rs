@@ -48,8 +48,9 @@ impl Outcome {
 }
 
 /// Receives a controller's measurements (the manager exports them as
-/// controller-runtime's `controller_runtime_*` metrics). Methods default to
-/// no-ops and are called on the worker, so they must be cheap, and must not
+/// controller-runtime's `controller_runtime_*` metrics, and `tend_controller_*`
+/// where it has none). Methods default to no-ops and are called on the
+/// worker unless they say otherwise, so they must be cheap, and must not
 /// panic (an end is reported while unwinding from a panic elsewhere). Every
 /// `reconcile_started` is followed by one `reconcile_finished`.
 pub trait ControllerObserver: Send + Sync {
@@ -72,6 +73,15 @@ pub trait ControllerObserver: Send + Sync {
     /// (`tend_controller_read_your_writes_timeouts_total`). Called on the
     /// controller's gate task.
     fn read_your_writes_expired(&self) {}
+
+    /// A write through a reconcile's client
+    /// ([`Context::client`](super::Context::client)) was refused with
+    /// [`ClientError::Fenced`](crate::client::ClientError::Fenced): its
+    /// fencing token (the leader's, or the key's shard's) was no longer
+    /// current (`tend_controller_fenced_writes_refused_total`). Called on
+    /// the task that wrote: a worker, or a task the reconcile spawned, also
+    /// after the reconcile returned.
+    fn fenced_write_refused(&self) {}
 }
 
 /// The observer used when none is configured.

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::ControllerObserver;
 use crate::client::WriteHook;
 use crate::source::Revision;
 
@@ -13,19 +14,26 @@ use crate::source::Revision;
 /// (cancelled at the controller's hard stop and on lost leadership), made
 /// only when the reconcile asks for it, since making one takes a lock on the
 /// worker's token. Its writes are the highest revision written per cache of
-/// the controller, for read-your-writes.
+/// the controller, for read-your-writes; its fenced writes refused go to the
+/// controller's observer as they happen (so a refusal in a task the
+/// reconcile spawned counts, even after it returned).
 pub(super) struct Scope {
     worker: Arc<CancellationToken>,
     own: OnceLock<CancellationToken>,
     writes: Mutex<Vec<(usize, Revision)>>,
+    observer: Arc<dyn ControllerObserver>,
 }
 
 impl Scope {
-    pub(super) fn new(worker: Arc<CancellationToken>) -> Self {
+    pub(super) fn new(
+        worker: Arc<CancellationToken>,
+        observer: Arc<dyn ControllerObserver>,
+    ) -> Self {
         Self {
             worker,
             own: OnceLock::new(),
             writes: Mutex::new(Vec::new()),
+            observer,
         }
     }
 
@@ -63,8 +71,21 @@ impl Scope {
                 drop(scope.own.take());
                 scope.writes.get_mut().clear();
             }
-            None => *slot = Arc::new(Self::new(Arc::clone(&slot.worker))),
+            None => {
+                let (worker, observer) = (Arc::clone(&slot.worker), Arc::clone(&slot.observer));
+                *slot = Arc::new(Self::new(worker, observer));
+            }
         }
+    }
+}
+
+/// A reconcile's client with nothing to wait for (read-your-writes off, or
+/// no cache of its type) tells its scope only of refusals.
+impl WriteHook for Scope {
+    fn wrote(&self, _revision: Revision) {}
+
+    fn refused(&self) {
+        self.observer.fenced_write_refused();
     }
 }
 
@@ -87,5 +108,9 @@ impl Record {
 impl WriteHook for Record {
     fn wrote(&self, revision: Revision) {
         self.scope.record(self.cache, revision);
+    }
+
+    fn refused(&self) {
+        self.scope.refused();
     }
 }

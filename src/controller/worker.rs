@@ -159,7 +159,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         // watching it locks no shared node), and each reconcile's child of
         // it, made only when the reconcile asks.
         let stop = Arc::new(hard_stop.child_token());
-        let mut scope = Arc::new(Scope::new(Arc::clone(&stop)));
+        let mut scope = Arc::new(Scope::new(Arc::clone(&stop), Arc::clone(&self.observer)));
         let caches = Arc::new(Caches::clone(&self.caches));
         let mut batch = self.sink.queue.batch();
         let mut pace = Pace::new(self.workers);

@@ -79,6 +79,7 @@ pub(super) struct Metrics {
     panics: Family<ControllerLabels, Counter>,
     timeouts: Family<ControllerLabels, Counter>,
     ryw_timeouts: Family<ControllerLabels, Counter>,
+    fenced_refused: Family<ControllerLabels, Counter>,
     reconcile_time: HistogramFamily<ControllerLabels>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
@@ -103,6 +104,7 @@ impl Metrics {
             panics: Family::default(),
             timeouts: Family::default(),
             ryw_timeouts: Family::default(),
+            fenced_refused: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
@@ -170,6 +172,11 @@ impl Metrics {
             self.ryw_timeouts.clone(),
         );
         r.register(
+            "tend_controller_fenced_writes_refused",
+            "Total number of writes through reconciles' clients refused because their fencing token (the leader's or the shard's) was no longer current",
+            self.fenced_refused.clone(),
+        );
+        r.register(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             self.reconcile_time.clone(),
@@ -234,6 +241,7 @@ impl Metrics {
             panics: self.panics.get_or_create_owned(&labels),
             timeouts: self.timeouts.get_or_create_owned(&labels),
             ryw_timeouts: self.ryw_timeouts.get_or_create_owned(&labels),
+            fenced_refused: self.fenced_refused.get_or_create_owned(&labels),
             time: self.reconcile_time.get_or_create_owned(&labels),
             active: self.active_workers.get_or_create_owned(&labels),
         })
@@ -315,6 +323,7 @@ pub(super) struct ControllerMetrics {
     panics: Counter,
     timeouts: Counter,
     ryw_timeouts: Counter,
+    fenced_refused: Counter,
     time: Histogram,
     active: Gauge,
 }
@@ -326,6 +335,10 @@ impl ControllerObserver for ControllerMetrics {
 
     fn read_your_writes_expired(&self) {
         self.ryw_timeouts.inc();
+    }
+
+    fn fenced_write_refused(&self) {
+        self.fenced_refused.inc();
     }
 
     fn reconcile_finished(&self, outcome: Outcome, took: Duration) {

@@ -48,7 +48,9 @@
 //! Metrics use the names and labels of controller-runtime and client-go
 //! (`controller_runtime_reconcile_total{controller,result}`,
 //! `workqueue_depth{name,controller}`, `leader_election_master_status{name}`
-//! …) plus `tend_informer_*{name}` for informers, in a
+//! …) plus `tend_informer_*{name}` for informers and `tend_controller_*`
+//! for what controller-runtime does not have (keys reconciled before the
+//! caches showed their writes, fenced writes refused), in a
 //! [`prometheus_client`] registry that you can add your own metrics to
 //! ([`Manager::registry_mut`]). With the `http` feature (on by default) and
 //! [`ManagerBuilder::http_address`] set, the manager serves:
