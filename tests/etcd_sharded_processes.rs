@@ -28,6 +28,7 @@ use std::io::Write as _;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -37,10 +38,11 @@ use tend::controller::{Action, Context, Reconciler};
 use tend::etcd::etcd_client::{self, GetOptions, Txn, TxnOp};
 use tend::etcd::{EtcdMembership, EtcdSource};
 use tend::manager::{ElectionConfig, Manager};
-use tend::shard::ShardCount;
+use tend::shard::{Assignment, ShardCount};
 use tend::testing::Proxy;
 use tend::testing::etcd::connect;
 use tend::{Informer, Revision};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use chaos_history::History;
@@ -54,8 +56,11 @@ const ITEMS: &str = "/chaos/items/";
 const KEYS: usize = 10_000;
 const SHARDS: u32 = 64;
 const IDS: [&str; 3] = ["replica-1", "replica-2", "replica-3"];
-/// Items whose desired state changes each round (in one transaction).
+/// Items whose desired state changes just before each disruption (in one
+/// transaction).
 const BUMPS: usize = 120;
+/// Items changed every 20 ms meanwhile, until the round converges.
+const CHURN: usize = 10;
 
 /// An item: `want` is set by the test, the rest by the replica that
 /// reconciled it last (`token` 0 after the test's own writes).
@@ -145,9 +150,11 @@ impl Reconciler<Item> for Stamp {
             token,
             outcome: "cancelled",
         };
-        // A simulated call elsewhere: reconciles are in flight when a
-        // replica is disrupted.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // A simulated call elsewhere, longer for the items changed just
+        // before a disruption: reconciles are in flight when it comes.
+        let changed = ctx.object().is_some_and(|item| item.seen != item.want);
+        let call = if changed { 20 } else { 2 };
+        tokio::time::sleep(Duration::from_millis(call)).await;
         let result = match ctx.object() {
             Some(item) if item.by != self.id || item.seen != item.want || item.token != token => {
                 let client = ctx.client::<Item>().expect("a client for items");
@@ -197,8 +204,8 @@ async fn replica(id: &str, cut: &str, direct: &str, log: &Path) -> Result<(), St
         id: id.to_owned(),
         log: Log(Mutex::new(file)),
     };
+    // SIGTERM stops it cleanly: its shards drained, released, and left.
     let mut manager = Manager::builder()
-        .without_signals()
         .sharding(member, shards())
         .shard_handover_timeout(Duration::from_secs(1))
         .build()
@@ -254,14 +261,16 @@ fn chaos_replica() {
 
 // ---- the parent ----
 
-/// A replica as the parent sees it: its proxy, its process, its lives.
+/// A replica as the parent sees it: its proxies, its process, its lives.
 struct Replica {
     id: &'static str,
+    /// Its membership's and informer's way to etcd.
     proxy: Proxy,
+    /// Its writes' way to etcd.
+    writes: Proxy,
     child: Option<Child>,
     lives: u32,
     dir: PathBuf,
-    etcd: String,
 }
 
 impl Replica {
@@ -275,7 +284,7 @@ impl Replica {
             .args(["chaos_replica", "--exact", "--ignored", "--nocapture"])
             .env("TEND_CHAOS_REPLICA", self.id)
             .env("TEND_CHAOS_CUT", self.proxy.endpoint())
-            .env("TEND_CHAOS_ETCD", &self.etcd)
+            .env("TEND_CHAOS_ETCD", self.writes.endpoint())
             .env("TEND_CHAOS_LOG", self.log_path(self.lives))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -397,18 +406,18 @@ async fn converge(kv: &mut etcd_client::Client, items: &Client<Item>, what: &str
     }
 }
 
-/// Changes the wanted value of `BUMPS` random items at once, in one
+/// Changes the wanted value of `count` random items at once, in one
 /// transaction (an unfenced write, token 0; a replica's stamp landing
 /// meanwhile is overwritten, and restamped: the item is reconciled again).
-async fn bump(kv: &mut etcd_client::Client, rng: &mut u64) {
+async fn bump(kv: &mut etcd_client::Client, rng: &mut u64, count: usize) {
     let mut picked = std::collections::BTreeSet::new();
-    while picked.len() < BUMPS {
+    while picked.len() < count {
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
         picked.insert(*rng % KEYS as u64);
     }
-    let mut ops = Vec::with_capacity(BUMPS);
+    let mut ops = Vec::with_capacity(count);
     for index in picked {
         let key = format!("{ITEMS}item-{index:05}");
         let found = kv.get(key.as_str(), None).await.unwrap();
@@ -455,21 +464,36 @@ async fn reowned(
 enum Disruption {
     /// SIGKILL: its lease must expire.
     Kill,
+    /// SIGTERM: a clean stop; its shards drained and released, handed to
+    /// warm replicas at once.
+    Stop,
     /// Its membership and informer cut off from etcd (writes still pass)
     /// until it loses the membership and exits.
     Blackhole,
+    /// All its traffic held until it exited and its shards were taken:
+    /// the writes it had sent then reach etcd late, with stale tokens.
+    Partition,
     /// SIGSTOP (a long GC pause) until its shards are owned by others,
     /// then SIGCONT: its reconciles in flight resume with stale tokens.
     Pause,
 }
 
 impl Disruption {
+    /// Per ten rounds: four kills, two clean stops, a pause, a blackhole
+    /// and two partitions.
     fn of_round(round: usize) -> Self {
-        match round % 5 {
+        match round % 10 {
+            1 | 6 => Self::Stop,
             2 => Self::Pause,
             4 => Self::Blackhole,
+            7 | 9 => Self::Partition,
             _ => Self::Kill,
         }
+    }
+
+    /// Whether the replica's shards wait for its lease (or local deadline).
+    fn is_loss(self) -> bool {
+        !matches!(self, Self::Stop)
     }
 }
 
@@ -501,8 +525,19 @@ async fn disrupt(
             let death = replica.kill();
             (death, reowned(kv, replica.id, theirs, since).await)
         }
+        Disruption::Stop => {
+            signal(replica.child.as_ref().expect("the replica runs"), "-TERM");
+            let death = replica.exited(stop).await;
+            (death, reowned(kv, replica.id, theirs, since).await)
+        }
         Disruption::Blackhole => {
             replica.proxy.blackhole(true);
+            let death = replica.exited(stop).await;
+            (death, reowned(kv, replica.id, theirs, since).await)
+        }
+        Disruption::Partition => {
+            replica.proxy.blackhole(true);
+            replica.writes.blackhole(true);
             let death = replica.exited(stop).await;
             (death, reowned(kv, replica.id, theirs, since).await)
         }
@@ -516,6 +551,7 @@ async fn disrupt(
         }
     };
     replica.proxy.blackhole(false);
+    replica.writes.blackhole(false);
     (death, took)
 }
 
@@ -531,15 +567,97 @@ async fn start_replicas(etcd: &str, dir: &Path) -> Vec<Replica> {
         let mut replica = Replica {
             id,
             proxy: Proxy::start(target).await.unwrap(),
+            writes: Proxy::start(target).await.unwrap(),
             child: None,
             lives: 0,
             dir: dir.to_owned(),
-            etcd: etcd.to_owned(),
         };
         replica.start();
         replicas.push(replica);
     }
     replicas
+}
+
+/// Changes `CHURN` items every 20 ms while the returned gate is not held,
+/// so that handovers find reconciles in flight.
+fn churn(
+    mut kv: etcd_client::Client,
+    mut rng: u64,
+) -> (Arc<tokio::sync::Mutex<()>>, JoinHandle<()>) {
+    let gate = Arc::new(tokio::sync::Mutex::new(()));
+    let held = Arc::clone(&gate);
+    let task = tokio::spawn(async move {
+        loop {
+            {
+                let _open = held.lock().await;
+                bump(&mut kv, &mut rng, CHURN).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    (gate, task)
+}
+
+/// Waits (bounded) until `id` owns its whole share of the shards.
+async fn owns_its_share(kv: &mut etcd_client::Client, id: &str) {
+    let share = Assignment::compute(IDS, shards()).shards_of(id).count();
+    let limit = Duration::from_secs(30);
+    let started = Instant::now();
+    loop {
+        let owned = owners(kv)
+            .await
+            .values()
+            .filter(|(owner, _)| owner == id)
+            .count();
+        if owned == share {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{id} owns {owned} of its {share} shards after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What the rounds measured.
+#[derive(Default)]
+struct Rounds {
+    deaths: Vec<Death>,
+    /// How long a lost replica's shards stayed unowned.
+    unowned: Vec<Duration>,
+    /// How long a cleanly stopped replica's shards stayed unowned.
+    handed: Vec<Duration>,
+}
+
+/// One round: a burst of changes, the victim disrupted under churn and
+/// started again, its share back; then, the churn held, every key
+/// converged.
+async fn round(
+    (kv, items): (&mut etcd_client::Client, &Client<Item>),
+    replicas: &mut [Replica],
+    (round, rng): (usize, &mut u64),
+    (gate, rounds): (&tokio::sync::Mutex<()>, &mut Rounds),
+) {
+    bump(kv, rng, BUMPS).await;
+    // Not a wait for anything: the disruption should find the burst's
+    // reconciles in flight.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let victim = usize::try_from(*rng % 3).unwrap();
+    let disruption = Disruption::of_round(round);
+    let (death, took) = disrupt(kv, &mut replicas[victim], disruption).await;
+    rounds.deaths.push(death);
+    if disruption.is_loss() {
+        rounds.unowned.extend(took);
+    } else {
+        rounds.handed.extend(took);
+    }
+    replicas[victim].start();
+    owns_its_share(kv, IDS[victim]).await;
+    let _held = gate.lock().await;
+    let what = format!("round {round} ({disruption:?} {})", IDS[victim]);
+    let settled = converge(kv, items, &what).await;
+    eprintln!("{what}: converged {settled:?} after its share was back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -554,23 +672,24 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     let items = items(kv.clone()).client();
     let first = converge(&mut kv, &items, "the first sync").await;
     eprintln!("all {KEYS} keys converged {first:?} after the start");
-    let (mut deaths, mut unowned) = (Vec::new(), Vec::new());
     let mut rng: u64 = 0x5eed_cafe;
-    for round in 0..rounds {
-        bump(&mut kv, &mut rng).await;
-        // Not a wait for anything: the disruption should find the bumped
-        // items' reconciles in flight.
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let victim = usize::try_from(rng % 3).unwrap();
-        let disruption = Disruption::of_round(round);
-        let (death, took) = disrupt(&mut kv, &mut replicas[victim], disruption).await;
-        deaths.push(death);
-        unowned.extend(took);
-        replicas[victim].start();
-        let what = format!("round {round} ({disruption:?} {})", IDS[victim]);
-        let settled = converge(&mut kv, &items, &what).await;
-        eprintln!("{what}: converged {settled:?} after the restart");
+    let (gate, churning) = churn(kv.clone(), rng ^ 0xc4a5);
+    let mut measured = Rounds::default();
+    for n in 0..rounds {
+        round(
+            (&mut kv, &items),
+            &mut replicas,
+            (n, &mut rng),
+            (&gate, &mut measured),
+        )
+        .await;
     }
+    churning.abort();
+    let Rounds {
+        mut deaths,
+        mut unowned,
+        mut handed,
+    } = measured;
     deaths.extend(replicas.iter_mut().map(Replica::kill));
     let end = kv
         .get("/", None)
@@ -583,21 +702,19 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     let reconciles = parse_logs(dir.path(), &deaths);
     let (overlapping, paused) = overlaps(&reconciles, &deaths);
     unowned.sort();
+    handed.sort();
     let fenced = reconciles.iter().filter(|r| r.outcome == "fenced").count();
-    let mut refusers: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in reconciles
+    let cut = reconciles
         .iter()
-        .filter(|r| r.outcome != "ok" && r.outcome != "conflict")
-    {
-        *refusers.entry(&r.life).or_default() += 1;
-    }
-    eprintln!("reconciles fenced, cancelled or killed, by process life: {refusers:?}");
+        .filter(|r| r.outcome == "killed" || r.outcome == "cancelled")
+        .count();
     eprintln!(
         "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
          (besides {paused} of paused processes, spanning the handover, none written); \
          {} fenced writes accepted by etcd, {} with a stale token; {fenced} writes refused as fenced; \
          {cut} reconciles cut by a kill or cancelled; \
-         shards unowned after a kill or cut-off: p50 {:?}, p99 {:?}, max {:?} ({} handovers)",
+         shards unowned after a kill, cut-off or pause: p50 {:?}, p99 {:?}, max {:?} ({} handovers); \
+         after a clean stop: p50 {:?}, p99 {:?} ({} handovers)",
         reconciles.len(),
         history.fenced_writes,
         history.stale_writes,
@@ -605,6 +722,9 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
         percentile(&unowned, 0.99),
         unowned.last().copied().unwrap_or_default(),
         unowned.len(),
+        percentile(&handed, 0.5),
+        percentile(&handed, 0.99),
+        handed.len(),
     );
     assert_eq!(
         overlapping, 0,

@@ -108,6 +108,11 @@ async fn relay(inbound: TcpStream, target: SocketAddr, mut blackholed: watch::Re
     let Ok(outbound) = TcpStream::connect(target).await else {
         return;
     };
+    // Without it, Nagle's algorithm and delayed acks hold each small
+    // request-response exchange for ~40 ms.
+    if inbound.set_nodelay(true).is_err() || outbound.set_nodelay(true).is_err() {
+        return;
+    }
     let cut = Arc::new(AtomicBool::new(false));
     let (in_read, in_write) = inbound.into_split();
     let (out_read, out_write) = outbound.into_split();
