@@ -428,6 +428,12 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
         metrics.value("tend_shards_owned", &[("name", "items")]),
         Some(16.0)
     );
+    // One acquisition observed per shard gained.
+    let acquisitions = "tend_shard_acquisition_duration_seconds_count";
+    assert_eq!(
+        metrics.value(acquisitions, &[("name", "items")]),
+        Some(16.0)
+    );
     replica.stop().await;
 }
 

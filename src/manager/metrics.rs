@@ -91,6 +91,7 @@ pub(super) struct Metrics {
     leader: Family<NameLabels, Gauge>,
     shards_owned: Family<NameLabels, Gauge>,
     handovers: Family<NameLabels, Counter>,
+    acquisition_time: HistogramFamily<NameLabels>,
     pulled: Arc<Pulled>,
 }
 
@@ -116,6 +117,7 @@ impl Metrics {
             leader: Family::default(),
             shards_owned: Family::default(),
             handovers: Family::default(),
+            acquisition_time: Family::new_with_constructor(reconcile_histogram),
             pulled: Arc::new(Pulled::default()),
         };
         metrics.register_controller_families(registry);
@@ -134,6 +136,11 @@ impl Metrics {
             "tend_shard_handovers",
             "Shards this replica gave up to another member (drained, then released), by membership group",
             metrics.handovers.clone(),
+        );
+        registry.register(
+            "tend_shard_acquisition_duration_seconds",
+            "Seconds from a shard's assignment to this replica until it owned it (its old owner's drain, or the wait for its lease to expire once its member was gone, and the acquisition), by membership group",
+            metrics.acquisition_time.clone(),
         );
         registry.register_collector(Box::new(Arc::clone(&metrics.pulled)));
         metrics
@@ -296,6 +303,16 @@ impl Metrics {
         };
         let owned = i64::try_from(owned).unwrap_or(i64::MAX);
         self.shards_owned.get_or_create(&labels).set(owned);
+    }
+
+    /// This replica acquired a shard of `group`, `waited` after it was
+    /// assigned here.
+    pub(super) fn shard_acquired(&self, group: &str, waited: Duration) {
+        let labels = NameLabels {
+            name: group.to_owned(),
+        };
+        let histogram = self.acquisition_time.get_or_create(&labels);
+        histogram.observe(waited.as_secs_f64());
     }
 
     /// This replica handed a shard of `group` over.

@@ -136,10 +136,12 @@ struct OwnedShard {
     token: u64,
 }
 
-/// One acquisition's end: its shard, its number and what it returned.
+/// One acquisition's end: its shard, its number, when the shard was
+/// assigned here (kept across retries) and what it returned.
 struct Acquired {
     shard: Shard,
     number: u64,
+    assigned: Instant,
     result: Result<u64, MembershipError>,
 }
 
@@ -242,12 +244,12 @@ impl Ownership {
         for &shard in mine {
             let busy = self.acquiring.contains_key(&shard) || self.draining.contains(&shard);
             if !busy && owned.token(shard).is_none() {
-                self.acquire(shard, Duration::ZERO);
+                self.acquire(shard, Duration::ZERO, Instant::now());
             }
         }
     }
 
-    fn acquire(&mut self, shard: Shard, after: Duration) {
+    fn acquire(&mut self, shard: Shard, after: Duration, assigned: Instant) {
         let membership = Arc::clone(&self.sharding.membership);
         let number = self.next;
         self.next += 1;
@@ -256,6 +258,7 @@ impl Ownership {
             Acquired {
                 shard,
                 number,
+                assigned,
                 result: membership.acquire(shard).await,
             }
         });
@@ -275,6 +278,7 @@ impl Ownership {
         let Acquired {
             shard,
             number,
+            assigned,
             result,
         } = acquired;
         match self.acquiring.get(&shard) {
@@ -285,8 +289,12 @@ impl Ownership {
         }
         let membership = &self.sharding.membership;
         match result {
+            // Gained already, from another acquisition's result.
+            Ok(token) if self.sharding.owned.token(shard) == Some(token) => {}
             Ok(token) if mine.contains(&shard) => {
                 self.sharding.owned.gain(shard, token);
+                self.metrics
+                    .shard_acquired(membership.group(), assigned.elapsed());
                 tracing::info!(group = membership.group(), %shard, token, "acquired a shard");
                 gained.push(shard);
             }
@@ -297,7 +305,7 @@ impl Ownership {
                 if let Err(error) = result {
                     tracing::warn!(group = membership.group(), %shard, %error, "acquiring a shard failed, retrying");
                 }
-                self.acquire(shard, RETRY_ACQUIRE);
+                self.acquire(shard, RETRY_ACQUIRE, assigned);
             }
             Err(error) => return Err(ManagerError::Membership(error)),
         }
