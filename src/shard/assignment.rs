@@ -1,7 +1,8 @@
-//! `Assignment`: shards to members by rendezvous hashing.
+//! `Assignment`: shards to members by rendezvous hashing with bounded
+//! loads.
 
 use std::borrow::Borrow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -49,13 +50,21 @@ impl fmt::Display for MemberId {
 /// the shard count, so every replica that sees the same membership computes
 /// the same assignment.
 ///
-/// Each shard goes to the member with the highest *rendezvous weight*, a
-/// [stable hash](super::StableHasher) of (member, shard); equal weights go to the
-/// greater id. So a member that joins takes exactly the shards for which
-/// its weight beats every other member's (about `1/N` of them, taken evenly
-/// from the others) and a member that leaves hands over exactly its own:
-/// no other shard changes owner. The price is balance: each member's share
-/// is binomial (for 256 shards and 3 members, 85 ± 8), not exactly equal.
+/// Every (member, shard) pair has a *rendezvous weight*, a
+/// [stable hash](super::StableHasher) of both. Pairs are taken from the
+/// heaviest down, each member taking at most `⌈shards / members⌉` shards:
+/// a shard goes to the member of highest weight that still has room (equal
+/// weights go to the greater id, then the greater shard). So shares are
+/// exactly balanced (none over the ceiling of the mean: for 256 shards and
+/// 3 members, 86 at most), and a join or a leave moves the joiner's or the
+/// leaver's share plus a few shards between the others, as their room
+/// changes (about `√shards` at most; the property tests bound it by
+/// `2⌈√shards⌉ + 2`). Plain rendezvous hashing moves only the joiner's or
+/// leaver's shards but leaves shares binomial (85 ± 8 of 256 over 3),
+/// and the largest share is what bounds a group's throughput.
+///
+/// Computing it costs `O(shards × members)` weights, plus a heap operation
+/// per shard and per shard whose favourite member was full.
 ///
 /// # Examples
 ///
@@ -97,7 +106,7 @@ impl Assignment {
         let owners = if seeds.is_empty() {
             Vec::new()
         } else {
-            shards.shards().map(|shard| winner(&seeds, shard)).collect()
+            assign(&seeds, shards)
         };
         Self {
             shards,
@@ -155,20 +164,66 @@ impl Assignment {
     }
 }
 
-/// The index of the member with the highest weight for `shard`; ties go to
-/// the later (greater) member.
-fn winner(seeds: &[u64], shard: Shard) -> u32 {
-    let salt = mix(u64::from(shard.index()) ^ SHARD_SALT);
-    let mut best = (0, 0);
-    for (index, &seed) in seeds.iter().enumerate() {
-        let weight = mix(seed ^ salt);
-        if weight >= best.0 {
-            best = (weight, index);
+/// A shard's best pair among the members with room: ordered by weight,
+/// then member index, then shard index (the heap pops the greatest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    weight: u64,
+    member: u32,
+    shard: u32,
+}
+
+/// Each shard's owner's index: the pairs taken heaviest first, each member
+/// up to its room. A shard popped for a member that filled up meanwhile is
+/// pushed again with its best member that still has room; since members
+/// only fill up, every entry bounds its shard's real best, so the one
+/// popped is the heaviest pair still possible.
+fn assign(seeds: &[u64], shards: ShardCount) -> Vec<u32> {
+    let count = usize::try_from(shards.get()).unwrap_or(usize::MAX);
+    let room = count.div_ceil(seeds.len());
+    let mut load = vec![0usize; seeds.len()];
+    let mut owners = vec![0u32; count];
+    let mut heap: BinaryHeap<Candidate> = shards
+        .shards()
+        .filter_map(|shard| best(seeds, shard, &load, room))
+        .collect();
+    while let Some(candidate) = heap.pop() {
+        let member = usize::try_from(candidate.member).unwrap_or(usize::MAX);
+        match load.get_mut(member) {
+            Some(taken) if *taken < room => {
+                *taken += 1;
+                if let Some(owner) = usize::try_from(candidate.shard)
+                    .ok()
+                    .and_then(|index| owners.get_mut(index))
+                {
+                    *owner = candidate.member;
+                }
+            }
+            _ => {
+                let shard = shards.shard(candidate.shard);
+                heap.extend(shard.and_then(|shard| best(seeds, shard, &load, room)));
+            }
         }
     }
-    // `seeds` has one entry per member, and members are few (a `Vec` of them
-    // fits in memory), so the index fits a u32 unless there are billions.
-    u32::try_from(best.1).unwrap_or(u32::MAX)
+    owners
+}
+
+/// The heaviest pair of `shard` with a member that has room (`None` if
+/// none has: never, as the rooms add up to at least the shard count).
+fn best(seeds: &[u64], shard: Shard, load: &[usize], room: usize) -> Option<Candidate> {
+    let salt = mix(u64::from(shard.index()) ^ SHARD_SALT);
+    seeds
+        .iter()
+        .zip(load)
+        .enumerate()
+        .filter(|&(_, (_, &taken))| taken < room)
+        .map(|(index, (&seed, _))| Candidate {
+            weight: mix(seed ^ salt),
+            // Members are few (a `Vec` of them fits in memory).
+            member: u32::try_from(index).unwrap_or(u32::MAX),
+            shard: shard.index(),
+        })
+        .max()
 }
 
 /// Keeps shard 0's salt from being `mix(0) = 0`.

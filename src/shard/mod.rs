@@ -11,9 +11,9 @@
 //!   `Hash`: its bytes are not specified across platforms and versions, and
 //!   two replicas that disagree on a key's shard could both act on it.
 //! - **shard → member**: rendezvous (highest random weight) hashing of
-//!   (member, shard). A join or a leave moves only the shards the joiner
-//!   takes or the leaver had; each member's share is binomial around
-//!   `shards / members`.
+//!   (member, shard) with bounded loads: no member gets more than
+//!   `⌈shards / members⌉`. A join or a leave moves the joiner's or the
+//!   leaver's share and a few shards between the others.
 //!
 //! Ownership itself is the [`Membership`]'s job: members join a group and
 //! see its live set; a member acquires a shard (waiting until its previous
