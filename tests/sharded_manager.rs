@@ -47,6 +47,8 @@ struct Record {
     owner: Option<(MemberId, u64)>,
     start: Instant,
     end: Instant,
+    /// The reconcile was handed a deleted object's last state.
+    deleted: bool,
 }
 
 type Log = Arc<Mutex<Vec<Record>>>;
@@ -86,6 +88,7 @@ impl Reconciler<Item> for Stamp {
             owner,
             start,
             end: Instant::now(),
+            deleted: ctx.deleted().is_some(),
         });
         match written {
             Ok(()) | Err(ClientError::Conflict { .. }) => Ok(Action::Done),
@@ -516,6 +519,7 @@ impl Reconciler<Item> for Gated {
             owner: None,
             start,
             end: Instant::now(),
+            deleted: ctx.deleted().is_some(),
         });
         Ok(Action::Done)
     }
@@ -726,4 +730,46 @@ async fn a_join_reconciles_only_the_keys_of_the_shards_it_moved() {
     for replica in replicas {
         replica.stop().await;
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_deleted_while_its_shard_is_between_owners_is_reconciled_by_the_new_owner() {
+    let group = InProcessMembership::new("items", ShardCount::new(8).expect("valid"));
+    let store = items();
+    let (log, cancelled) = (Log::default(), Arc::new(Mutex::new(Vec::new())));
+    let held = moving_key(&group);
+    let shard = group.shard_count().shard_of(&held);
+    let gone = (0..KEYS)
+        .map(|i| format!("item-{i}"))
+        .find(|key| *key != held && group.shard_count().shard_of(key) == shard)
+        .expect("another key of the moving shard");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let parts = (&log, &cancelled);
+    let handover = Duration::from_secs(60);
+    let r0 = gated("r0", &group, &store, (&held, &gate), parts, handover);
+    eventually("r0 reconciles every key", LIMIT, || {
+        log.lock().len() >= KEYS
+    })
+    .await;
+    let item = store.get(&held).expect("exists");
+    let hold = Item {
+        by: "hold".to_owned(),
+        ..Item::clone(&item)
+    };
+    store.client().update(hold).await.expect("updated");
+    let r1 = gated("r1", &group, &store, (&held, &gate), parts, handover);
+    // r0 drains the shard (its reconcile of `held` is in flight), so
+    // neither replica owns it: the deletion passes both filters.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store.client().delete(&gone).await.expect("deleted");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    open.send(true).expect("replicas listen");
+    eventually("the new owner reconciles the deleted key", LIMIT, || {
+        log.lock()
+            .iter()
+            .any(|r| r.replica == "r1" && r.key == gone && r.deleted)
+    })
+    .await;
+    r1.stop().await;
+    r0.stop().await;
 }

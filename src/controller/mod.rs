@@ -26,6 +26,7 @@
 
 mod builder;
 mod context;
+mod departed;
 mod external;
 mod gate;
 mod last_states;
@@ -55,6 +56,7 @@ pub use self::watch::Watch;
 
 use self::builder::{Config, Inputs};
 use self::context::Caches;
+use self::departed::Departed;
 use self::gate::Gate;
 use self::last_states::LastStates;
 pub(crate) use self::shards::{KeyShards, Owned};
@@ -152,6 +154,10 @@ pub struct Controller<O: Object, R> {
     fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
     abort: Option<CancellationToken>,
     shards: Option<KeyShards<O::Key>>,
+    /// Deleted primary objects' last states, until their key reconciles.
+    last_states: Arc<LastStates<O>>,
+    /// Sharded: recent deletions of every shard's keys, for shards gained.
+    departed: Arc<Departed<O>>,
 }
 
 /// Queues every cached primary key of the given shards (a sharded
@@ -187,6 +193,8 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             fencing_token: None,
             abort: None,
             shards: None,
+            last_states: Arc::new(LastStates::new()),
+            departed: Arc::new(Departed::new()),
         }
     }
 
@@ -235,11 +243,14 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         self.shards = Some(shards);
     }
 
-    /// Queues the cached keys of shards just acquired, at the background
-    /// priority (`Trigger::Acquired`); usable before and while running.
+    /// Queues the cached keys of shards just acquired, and the keys of
+    /// theirs deleted recently (with their last states: see `departed`),
+    /// at the background priority (`Trigger::Acquired`); usable before and
+    /// while running.
     pub(crate) fn shard_feed(&self) -> ShardFeed {
         let sink = self.sink();
         let store = self.inputs.primary.informer().store();
+        let (departed, last_states) = (Arc::clone(&self.departed), Arc::clone(&self.last_states));
         Arc::new(move |gained| {
             let Some(shards) = &sink.shards else { return };
             let mut wanted = vec![false; shards.owned.count().shards().len()];
@@ -256,6 +267,14 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
                 usize::try_from(shard).is_ok_and(|i| wanted.get(i) == Some(&true))
             };
             external::enqueue_where(&sink, &store, Trigger::Acquired, keep);
+            let gone = departed.take_where(keep);
+            for (key, last) in &gone {
+                last_states.deleted(key.clone(), last);
+            }
+            let entries = gone
+                .into_iter()
+                .map(|(key, _)| sink.entry(key, Trigger::Acquired, true));
+            sink.queue.add_many(entries);
         })
     }
 
@@ -295,7 +314,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     /// without the grace period: cancel `shutdown` and await `run` instead.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), ControllerError> {
         let sink = self.sink();
-        let last_states = Arc::new(LastStates::new());
+        let last_states = Arc::clone(&self.last_states);
         let (caches, subscriptions) = self.subscribe(&sink, &last_states);
         tokio::select! {
             // Not `&self`: the streams of `reconcile_on` need not be `Sync`.
@@ -361,10 +380,11 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         let mut caches = Caches::default();
         caches.push(self.inputs.primary.informer().store());
         caches.set_clients(self.config.clients.clone());
+        let departed = self.shards.is_some().then(|| Arc::clone(&self.departed));
         let mut subscriptions = vec![subscribe_primary(
             &self.inputs.primary,
             sink.clone(),
-            Arc::clone(last_states),
+            (Arc::clone(last_states), departed),
         )];
         for secondary in &self.inputs.secondaries {
             secondary.add_cache(&mut caches);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::context::Caches;
+use super::departed::Departed;
 use super::last_states::LastStates;
 use super::shards::{Claim, KeyShards};
 use super::{Predicate, Trigger, Triggers};
@@ -267,19 +268,30 @@ impl<P: Object> Synced for Subscription<P> {
 /// The primary source: each object's own key, as the informer computed it
 /// (`Object::key` is not called again). A deletion that passes the
 /// predicate leaves the object's last state in `last_states` for the key's
-/// reconcile; a creation forgets it.
+/// reconcile; a creation forgets it. Sharded, every shard's deletions are
+/// kept in `departed` too, for the shards this replica gains later.
 pub(crate) fn subscribe_primary<O: Object>(
     watch: &Watch<O>,
     sink: Enqueue<O::Key>,
-    last_states: Arc<LastStates<O>>,
+    (last_states, departed): (Arc<LastStates<O>>, Option<Arc<Departed<O>>>),
 ) -> Box<dyn Synced>
 where
     O::Key: crate::QueueKey,
 {
     let predicate = watch.predicate.clone();
     let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
-        // Another replica's key leaves no last state here either.
-        if predicate.as_ref().is_some_and(|p| !p.matches(event)) || !keys.wants(key) {
+        if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
+            return;
+        }
+        if let Some(departed) = &departed {
+            match event {
+                Event::Deleted(last) => departed.deleted(key.clone(), last),
+                Event::Initial(_) | Event::Applied { .. } => departed.exists(key),
+                Event::Resync(_) => {}
+            }
+        }
+        // Another replica's key leaves no last state here.
+        if !keys.wants(key) {
             return;
         }
         let key = key.clone();
