@@ -21,7 +21,7 @@ use tend::client::{ClientError, Fencing};
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{EtcdMembership, MembershipBuildError};
 use tend::manager::ElectionConfig;
-use tend::shard::Membership;
+use tend::shard::{Membership, MembershipError};
 use tokio::time::Instant;
 
 use membership_suite::{four, shard};
@@ -101,21 +101,31 @@ async fn a_dead_members_shards_are_acquired_by_another_within_the_lease() {
     .unwrap();
 }
 
-/// Starts an acquire of `index` and drops it once its token is won and
-/// sent, before the acquire could return it (on this test's one thread,
-/// the take's task has sent its answer by the time `owned` shows it).
-async fn drop_an_acquire_after_its_answer(member: &EtcdMembership, index: u32) -> u64 {
+/// Starts an acquire of `index` and polls it until its token is won and
+/// sent, without reading the answer (on this test's one thread, the take's
+/// task has sent its answer by the time `owned` shows the shard).
+async fn won_but_unread(
+    member: &EtcdMembership,
+    index: u32,
+) -> (impl Future<Output = Result<u64, MembershipError>> + '_, u64) {
     let mut acquire = Box::pin(member.acquire(shard(index)));
     assert!(futures::poll!(&mut acquire).is_pending());
     let token = within("the take to win the shard", LIMIT, async {
         loop {
-            if let Some(&(_, token)) = member.owned().first() {
+            let owned = member.owned().into_iter().find(|(s, _)| s.index() == index);
+            if let Some((_, token)) = owned {
                 break token;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     })
     .await;
+    (acquire, token)
+}
+
+/// An acquire dropped once its token was won and sent, unread.
+async fn drop_an_acquire_after_its_answer(member: &EtcdMembership, index: u32) -> u64 {
+    let (acquire, token) = won_but_unread(member, index).await;
     drop(acquire);
     token
 }
@@ -157,6 +167,30 @@ async fn an_acquire_dropped_after_its_token_was_sent_gives_the_shard_back() {
     assert!(a.is_current(next));
     let writer = source(client(&etcd).await).client_fenced_by(&a);
     writer.fenced(next).create(Item::new("x", 1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unread_answer_dropped_never_releases_a_token_another_acquire_returned() {
+    let etcd = server().await;
+    let mut kv = client(&etcd).await;
+    let a = member(client(&etcd).await, "/unread", "a");
+    a.join().await.unwrap();
+    let (unread, token) = won_but_unread(&a, 3).await;
+    // A second acquire of the shard returns the same token meanwhile.
+    let again = within("the second acquire", LIMIT, a.acquire(shard(3)))
+        .await
+        .unwrap();
+    assert_eq!(again, token);
+    drop(unread);
+    for _ in 0..3 {
+        record_revision(&mut kv, "/unread/shards/3").await;
+    }
+    assert_eq!(
+        record_revision(&mut kv, "/unread/shards/3").await,
+        Some(i64::try_from(token).unwrap()),
+        "the token a caller holds was released"
+    );
+    assert!(a.is_current(token));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

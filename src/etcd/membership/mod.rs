@@ -8,8 +8,9 @@
 mod members;
 mod ownership;
 mod session;
+mod unclaimed;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -130,9 +131,8 @@ struct Inner {
     /// orphan's release must not interleave with a new acquire of the same
     /// shard (which would return the token the release is about to end).
     taking: Box<[tokio::sync::Mutex<()>]>,
-    /// Tokens won for acquires dropped before returning them, by shard,
-    /// until released or adopted by the next acquire.
-    orphans: Mutex<HashMap<u32, u64>>,
+    /// Tokens won for acquires that have not returned them yet.
+    unclaimed: unclaimed::Unclaimed,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     /// The members' watch, started by the first `members` or `join`.
     watcher: Mutex<Option<AbortOnDropHandle<()>>>,
@@ -238,7 +238,7 @@ impl EtcdMembershipBuilder {
                 taking: (0..TAKING_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
-                orphans: Mutex::new(HashMap::new()),
+                unclaimed: unclaimed::Unclaimed::new(),
                 members: Arc::new(watch::Sender::new(Vec::new())),
                 watcher: Mutex::new(None),
             }),

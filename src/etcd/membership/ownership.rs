@@ -20,10 +20,10 @@ enum Take {
     Held(i64),
 }
 
-/// A token won for an acquire that has not returned it yet. Dropped
-/// unreturned, it becomes an orphan to give back: an acquire aborted
-/// after the answer was sent (abort is asynchronous; its future is
-/// dropped later) drops it with the channel.
+/// An answer carrying a token no caller has yet (see `unclaimed.rs`).
+/// Dropped unread as the last such answer, its token is an orphan to give
+/// back: an acquire aborted after the answer was sent (abort is
+/// asynchronous; its future is dropped later) drops it with the channel.
 struct Won {
     member: Option<EtcdMembership>,
     index: u32,
@@ -41,15 +41,19 @@ impl Won {
 
     /// The token, returned to the acquire's caller.
     fn returned(mut self) -> u64 {
-        self.member = None;
+        if let Some(member) = self.member.take() {
+            member.inner.unclaimed.returned(self.index, self.token);
+        }
         self.token
     }
 }
 
 impl Drop for Won {
     fn drop(&mut self) {
-        if let Some(member) = self.member.take() {
-            member.orphaned(self.index, self.token);
+        if let Some(member) = self.member.take()
+            && member.inner.unclaimed.dropped(self.index, self.token)
+        {
+            member.release_orphan(self.index, self.token);
         }
     }
 }
@@ -59,12 +63,26 @@ impl EtcdMembership {
     pub(super) async fn acquire_shard(&self, shard: Shard) -> Result<u64, MembershipError> {
         let index = self.index_of(shard)?;
         loop {
-            match self.take_detached(index).await? {
-                Take::Owned(token) => return Ok(token),
-                Take::Won(won) => return Ok(won.returned()),
-                Take::Held(at) => self.wait_deleted(index, at).await?,
+            let token = match self.take_detached(index).await? {
+                Take::Owned(token) => token,
+                Take::Won(won) => won.returned(),
+                Take::Held(at) => {
+                    self.wait_deleted(index, at).await?;
+                    continue;
+                }
+            };
+            // Released between the answer and now (by a caller that had
+            // it): take the shard again.
+            if self.owns(index, token) {
+                return Ok(token);
             }
         }
+    }
+
+    /// Whether this member owns shard `index` with `token` now.
+    fn owns(&self, index: u32, token: u64) -> bool {
+        self.live()
+            .is_some_and(|session| session.owned.get(&index) == Some(&token))
     }
 
     /// Runs [`take`](Self::take) in a task, so that an acquire dropped
@@ -84,10 +102,9 @@ impl EtcdMembership {
                     None => member.take(index, session.lease).await,
                 },
             };
-            if let Err(Ok(Take::Won(won))) = answer.send(outcome) {
-                // Nobody waits for it: give it back now, under the lock.
-                let _ = member.release_locked(index, won.returned()).await;
-            }
+            // An answer nobody waits for is dropped here: its token, if
+            // no other answer carries it, is released once the lock is free.
+            drop(answer.send(outcome));
         });
         taken.await.unwrap_or_else(|_| Err(self.not_joined()))
     }
@@ -99,37 +116,28 @@ impl EtcdMembership {
         stripes[stripe].lock().await
     }
 
-    /// An owned shard's token for a new acquire: an orphan's token is
-    /// taken back from its pending release.
+    /// An owned shard's token for a new acquire: one no caller has yet
+    /// (another answer carries it, or an orphan's) goes as won, so that its
+    /// release waits for this answer too.
     fn adopt(&self, index: u32, token: u64) -> Take {
-        let orphan = self.inner.orphans.lock().remove(&index);
-        if orphan == Some(token) {
+        if self.inner.unclaimed.share(index, token) {
             Take::Won(Won::new(self, index, token))
         } else {
             Take::Owned(token)
         }
     }
 
-    /// A won token nobody returned: released from a task (under the
-    /// shard's lock) unless an acquire adopts it first. Without a runtime
-    /// it waits for the next acquire, or the lease's end.
-    fn orphaned(&self, index: u32, token: u64) {
-        self.inner.orphans.lock().insert(index, token);
+    /// An orphan's token: released from a task (under the shard's lock)
+    /// unless an acquire takes it up first. Without a runtime it waits for
+    /// the next acquire, or the lease's end.
+    fn release_orphan(&self, index: u32, token: u64) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let member = self.clone();
         runtime.spawn(async move {
             let _taking = member.lock_shard(index).await;
-            let pending = {
-                let mut orphans = member.inner.orphans.lock();
-                let pending = orphans.get(&index) == Some(&token);
-                if pending {
-                    orphans.remove(&index);
-                }
-                pending
-            };
-            if pending {
+            if member.inner.unclaimed.take_orphan(index, token) {
                 let _ = member.release_locked(index, token).await;
             }
         });
@@ -177,6 +185,7 @@ impl EtcdMembership {
         };
         let token = u64::try_from(token).map_err(|error| self.backend(error))?;
         if self.record(lease, index, token) {
+            self.inner.unclaimed.won(index, token);
             Ok(Take::Won(Won::new(self, index, token)))
         } else {
             // The session ended meanwhile: its lease's records go with it.
@@ -244,6 +253,7 @@ impl EtcdMembership {
     /// deletes its record if its create revision is still `token`.
     /// (The caller holds the `taking` lock.)
     async fn release_locked(&self, index: u32, token: u64) -> Result<(), MembershipError> {
+        self.inner.unclaimed.forget(index, token);
         let owned = self.inner.status.send_if_modified(|status| {
             let Some(session) = status.session.as_mut() else {
                 return false;

@@ -1,0 +1,146 @@
+//! Tokens won for acquires that have not returned them yet, by shard.
+//!
+//! A take's answer (a `Won`) travels through a channel to its acquire,
+//! whose future can be dropped (an aborted task) after the answer was
+//! sent and before it was read. While any answer carrying a token is on
+//! its way, and no caller has the token, it must not be released; once the
+//! last such answer is dropped unread, the token is an orphan, released
+//! unless an acquire takes it up first.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+/// See the module docs.
+pub(super) struct Unclaimed(Mutex<HashMap<u32, Pending>>);
+
+struct Pending {
+    token: u64,
+    /// Answers carrying the token, not yet read or dropped.
+    answers: u32,
+    /// A caller has the token (an answer was read).
+    claimed: bool,
+}
+
+impl Unclaimed {
+    pub(super) fn new() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+
+    /// A take won `token` for shard `index`: one answer carries it.
+    pub(super) fn won(&self, index: u32, token: u64) {
+        let pending = Pending {
+            token,
+            answers: 1,
+            claimed: false,
+        };
+        self.0.lock().insert(index, pending);
+    }
+
+    /// Whether another acquire's answer may carry `token` as won (it has no
+    /// caller yet: otherwise the acquire returns it as owned).
+    pub(super) fn share(&self, index: u32, token: u64) -> bool {
+        let mut pending = self.0.lock();
+        match pending.get_mut(&index) {
+            Some(p) if p.token == token && !p.claimed => {
+                p.answers += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// An answer carrying `token` reached its caller.
+    pub(super) fn returned(&self, index: u32, token: u64) {
+        let mut pending = self.0.lock();
+        if let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) {
+            p.claimed = true;
+            p.answers = p.answers.saturating_sub(1);
+            if p.answers == 0 {
+                pending.remove(&index);
+            }
+        }
+    }
+
+    /// An answer carrying `token` was dropped unread: whether the token is
+    /// an orphan now (no answer carries it, no caller has it).
+    pub(super) fn dropped(&self, index: u32, token: u64) -> bool {
+        let mut pending = self.0.lock();
+        let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) else {
+            return false;
+        };
+        p.answers = p.answers.saturating_sub(1);
+        if p.answers > 0 {
+            return false;
+        }
+        if p.claimed {
+            pending.remove(&index);
+            return false;
+        }
+        true
+    }
+
+    /// Takes the orphan `token` for its release, unless an acquire took it
+    /// up since.
+    pub(super) fn take_orphan(&self, index: u32, token: u64) -> bool {
+        let mut pending = self.0.lock();
+        let orphan = pending
+            .get(&index)
+            .is_some_and(|p| p.token == token && p.answers == 0 && !p.claimed);
+        if orphan {
+            pending.remove(&index);
+        }
+        orphan
+    }
+
+    /// `token` was released: nothing of it is pending any more.
+    pub(super) fn forget(&self, index: u32, token: u64) {
+        let mut pending = self.0.lock();
+        if pending.get(&index).is_some_and(|p| p.token == token) {
+            pending.remove(&index);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_dropped_unread_makes_an_orphan_only_if_no_other_carries_it() {
+        let unclaimed = Unclaimed::new();
+        unclaimed.won(1, 10);
+        assert!(unclaimed.share(1, 10), "a second answer carries it");
+        assert!(
+            !unclaimed.dropped(1, 10),
+            "the second answer still carries it"
+        );
+        assert!(unclaimed.dropped(1, 10), "no answer left: an orphan");
+        assert!(unclaimed.share(1, 10), "an acquire takes the orphan up");
+        assert!(!unclaimed.take_orphan(1, 10), "no longer an orphan");
+        unclaimed.returned(1, 10);
+        assert!(
+            !unclaimed.share(1, 10),
+            "a caller has it: returned as owned"
+        );
+        assert!(!unclaimed.take_orphan(1, 10));
+    }
+
+    #[test]
+    fn a_token_read_by_one_caller_is_never_an_orphan() {
+        let unclaimed = Unclaimed::new();
+        unclaimed.won(2, 20);
+        assert!(unclaimed.share(2, 20));
+        unclaimed.returned(2, 20);
+        assert!(
+            !unclaimed.dropped(2, 20),
+            "claimed: dropping the other answer is fine"
+        );
+        assert!(!unclaimed.take_orphan(2, 20));
+        unclaimed.won(3, 30);
+        assert!(unclaimed.dropped(3, 30));
+        unclaimed.forget(3, 30);
+        assert!(!unclaimed.take_orphan(3, 30), "released already");
+        assert!(!unclaimed.dropped(4, 40), "unknown shards are no orphans");
+    }
+}
