@@ -64,8 +64,13 @@ impl<O: Object> Departed<O> {
     }
 
     /// Takes the deletions of the keys `keep` passes (user code: called
-    /// outside the lock), with their last states.
-    pub(super) fn take_where(&self, keep: impl Fn(&O::Key) -> bool) -> Vec<(O::Key, Arc<O>)> {
+    /// outside the lock), handing each last state to `into` under the lock
+    /// (so a newer deletion of the key cannot be overtaken by this one).
+    pub(super) fn take_where(
+        &self,
+        keep: impl Fn(&O::Key) -> bool,
+        mut into: impl FnMut(&O::Key, &Arc<O>),
+    ) -> Vec<O::Key> {
         if !self.any.load(Ordering::Acquire) {
             return Vec::new();
         }
@@ -81,12 +86,12 @@ impl<O: Object> Departed<O> {
         let mut kept = self.kept.lock();
         wanted
             .into_iter()
-            .filter_map(|key| {
+            .filter(|key| {
                 let last = kept
                     .current
-                    .remove(&key)
-                    .or_else(|| kept.previous.remove(&key))?;
-                Some((key, last))
+                    .remove(key)
+                    .or_else(|| kept.previous.remove(key));
+                last.inspect(|last| into(key, last)).is_some()
             })
             .collect()
     }
@@ -115,7 +120,7 @@ mod tests {
     #[test]
     fn deletions_are_taken_once_and_a_creation_forgets_one() {
         let departed = Departed::<Thing>::new();
-        assert!(departed.take_where(|_| true).is_empty());
+        assert!(departed.take_where(|_| true, |_, _| {}).is_empty());
         departed.deleted("a".to_owned(), &thing("a"));
         departed.deleted("b".to_owned(), &thing("b"));
         departed.deleted("c".to_owned(), &thing("c"));

@@ -72,6 +72,11 @@ pub(super) fn enqueue_where<O: Object>(
 ) {
     let mut keys = store.keys();
     keys.retain(|key| keep(key));
+    enqueue_keys(sink, keys, trigger);
+}
+
+/// Queues `keys` at the background priority, in runs.
+pub(super) fn enqueue_keys<K: crate::QueueKey>(sink: &Enqueue<K>, keys: Vec<K>, trigger: Trigger) {
     let mut keys = keys.into_iter().peekable();
     while keys.peek().is_some() {
         let run = keys.by_ref().take(RUN);

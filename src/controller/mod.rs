@@ -267,14 +267,10 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
                 usize::try_from(shard).is_ok_and(|i| wanted.get(i) == Some(&true))
             };
             external::enqueue_where(&sink, &store, Trigger::Acquired, keep);
-            let gone = departed.take_where(keep);
-            for (key, last) in &gone {
+            let gone = departed.take_where(keep, |key, last| {
                 last_states.deleted(key.clone(), last);
-            }
-            let entries = gone
-                .into_iter()
-                .map(|(key, _)| sink.entry(key, Trigger::Acquired, true));
-            sink.queue.add_many(entries);
+            });
+            external::enqueue_keys(&sink, gone, Trigger::Acquired);
         })
     }
 

@@ -199,7 +199,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     }
 
     /// Ends a key of a shard this replica does not own (any more) without
-    /// reconciling it: its owner reconciles it.
+    /// reconciling it: its owner reconciles it (a deleted one too: every
+    /// replica keeps the deletions for the shards it gains), so its last
+    /// state is not kept here either.
     fn skip(
         &self,
         batch: &mut Batch<'_, O::Key, Triggers>,
@@ -209,6 +211,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     ) {
         tracing::debug!(controller = %self.name, ?key, "skipping a key of a shard not owned");
         self.sink.queue.forget(&key);
+        self.last_states.forget(&key);
         pace.finished(batch, Some(key), started, Instant::now(), false);
     }
 

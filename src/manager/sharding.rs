@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::Serialize;
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +25,7 @@ use super::erased::QueueView;
 use super::group::Exit;
 use super::metrics::Metrics;
 use crate::controller::{Owned, ShardFeed};
-use crate::shard::{Assignment, Membership, MembershipError, Shard, ShardCount};
+use crate::shard::{Assignment, MemberId, Membership, MembershipError, Shard, ShardCount};
 
 /// How long a stopping manager waits for its membership to leave.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -158,7 +159,11 @@ pub(super) struct Ownership {
     /// The next acquisition's number.
     next: u64,
     draining: HashSet<Shard>,
-    drained: JoinSet<Shard>,
+    /// Whether each drained shard's release succeeded.
+    drained: JoinSet<(Shard, bool)>,
+    /// Per shard, the last token handed over or given back: a late result
+    /// of an acquisition with it (or an older one) is stale.
+    retired: HashMap<Shard, u64>,
 }
 
 impl Ownership {
@@ -180,6 +185,7 @@ impl Ownership {
             next: 0,
             draining: HashSet::new(),
             drained: JoinSet::new(),
+            retired: HashMap::new(),
         }
     }
 
@@ -188,13 +194,8 @@ impl Ownership {
     pub(super) async fn run(mut self, cancel: CancellationToken) -> Exit {
         let membership = Arc::clone(&self.sharding.membership);
         let mut members = membership.members();
+        let mut mine = self.assign(&mut members);
         loop {
-            let assignment = Assignment::compute(
-                members.borrow_and_update().clone(),
-                self.sharding.owned.count(),
-            );
-            let mine: HashSet<Shard> = assignment.shards_of(membership.id().as_str()).collect();
-            *self.sharding.assignment.lock() = Some(assignment);
             self.follow(&mine);
             tokio::select! {
                 biased;
@@ -204,6 +205,7 @@ impl Ownership {
                     if changed.is_err() {
                         return Err(self.lost());
                     }
+                    mine = self.assign(&mut members);
                 }
                 Some(done) = self.acquired.join_next() => {
                     let mut gained = Vec::new();
@@ -217,12 +219,31 @@ impl Ownership {
                     self.gained(&gained);
                 }
                 Some(drained) = self.drained.join_next() => {
-                    if let Ok(shard) = drained {
+                    if let Ok((shard, released)) = drained {
                         self.draining.remove(&shard);
+                        if !released {
+                            // Its record may still be this member's: a later
+                            // acquisition can return the same token.
+                            self.retired.remove(&shard);
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// The assignment of the members seen now (computed only when they
+    /// change: it costs a weight per shard and member); this replica's
+    /// shards in it.
+    fn assign(&self, members: &mut watch::Receiver<Vec<MemberId>>) -> HashSet<Shard> {
+        let assignment = Assignment::compute(
+            members.borrow_and_update().clone(),
+            self.sharding.owned.count(),
+        );
+        let id = self.sharding.membership.id().as_str();
+        let mine = assignment.shards_of(id).collect();
+        *self.sharding.assignment.lock() = Some(assignment);
+        mine
     }
 
     /// Starts handovers of owned shards not assigned here, acquisitions of
@@ -287,10 +308,17 @@ impl Ownership {
             Some(_) if result.is_err() => return Ok(()),
             _ => {}
         }
-        let membership = &self.sharding.membership;
+        let membership = Arc::clone(&self.sharding.membership);
+        let owned = self.sharding.owned.token(shard);
         match result {
+            // Handed over or given back already (tokens only grow).
+            Ok(token) if self.retired.get(&shard).is_some_and(|&r| token <= r) => {}
             // Gained already, from another acquisition's result.
-            Ok(token) if self.sharding.owned.token(shard) == Some(token) => {}
+            Ok(token) if owned == Some(token) => {}
+            // Another token while one is owned or drained: not to keep.
+            Ok(token) if owned.is_some() || self.draining.contains(&shard) => {
+                self.give_back(shard, token).await;
+            }
             Ok(token) if mine.contains(&shard) => {
                 self.sharding.owned.gain(shard, token);
                 self.metrics
@@ -299,7 +327,7 @@ impl Ownership {
                 gained.push(shard);
             }
             // Moved away while waiting: give it back at once.
-            Ok(token) => release(&**membership, shard, token).await,
+            Ok(token) => self.give_back(shard, token).await,
             Err(MembershipError::NotJoined { .. }) => return Err(self.lost()),
             Err(MembershipError::Backend { .. }) => {
                 if let Err(error) = result {
@@ -310,6 +338,13 @@ impl Ownership {
             Err(error) => return Err(ManagerError::Membership(error)),
         }
         Ok(())
+    }
+
+    /// Releases `token` of `shard`, which this replica is not to keep.
+    async fn give_back(&mut self, shard: Shard, token: u64) {
+        if release(&*self.sharding.membership, shard, token).await {
+            self.retired.insert(shard, token);
+        }
     }
 
     /// Queues the cached keys of the shards just gained, in every
@@ -335,6 +370,7 @@ impl Ownership {
         self.metrics.shard_handed_over(self.sharding.group());
         let sharding = Arc::clone(&self.sharding);
         self.draining.insert(shard);
+        self.retired.insert(shard, token);
         self.drained.spawn(async move {
             let owned = &sharding.owned;
             if tokio::time::timeout(sharding.drain, owned.drained(shard))
@@ -348,8 +384,8 @@ impl Ownership {
                 // fenced once the shard is released.
                 let _ = tokio::time::timeout(sharding.drain, owned.drained(shard)).await;
             }
-            release(&*sharding.membership, shard, token).await;
-            shard
+            let released = release(&*sharding.membership, shard, token).await;
+            (shard, released)
         });
     }
 
@@ -398,12 +434,17 @@ impl Ownership {
     }
 }
 
-async fn release(membership: &dyn Membership, shard: Shard, token: u64) {
+/// Whether the release succeeded.
+async fn release(membership: &dyn Membership, shard: Shard, token: u64) -> bool {
     match membership.release(shard, token).await {
-        Ok(()) => tracing::info!(group = membership.group(), %shard, token, "released a shard"),
+        Ok(()) => {
+            tracing::info!(group = membership.group(), %shard, token, "released a shard");
+            true
+        }
         // Freed when the membership ends instead.
         Err(error) => {
             tracing::warn!(group = membership.group(), %shard, %error, "releasing a shard failed");
+            false
         }
     }
 }

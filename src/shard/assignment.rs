@@ -66,6 +66,11 @@ impl fmt::Display for MemberId {
 /// Computing it costs `O(shards × members)` weights, plus a heap operation
 /// per shard and per shard whose favourite member was full.
 ///
+/// The function is part of a group's protocol: every replica of one group
+/// must run the same version of it (this one replaced plain rendezvous
+/// hashing; replicas computing different assignments leave some shards
+/// waiting for an owner that never acquires them).
+///
 /// # Examples
 ///
 /// ```
