@@ -45,8 +45,8 @@ use tend::{Informer, Revision};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use chaos_history::History;
-use chaos_log::{Death, overlaps, parse_logs};
+use chaos_history::{History, Summary};
+use chaos_log::{Death, Reconcile, overlaps, parse_logs};
 use support::{client, server};
 
 const GROUP: &str = "chaos";
@@ -685,12 +685,9 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
         .await;
     }
     churning.abort();
-    let Rounds {
-        mut deaths,
-        mut unowned,
-        mut handed,
-    } = measured;
-    deaths.extend(replicas.iter_mut().map(Replica::kill));
+    measured
+        .deaths
+        .extend(replicas.iter_mut().map(Replica::kill));
     let end = kv
         .get("/", None)
         .await
@@ -699,15 +696,27 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
         .unwrap()
         .revision();
     let history = history.until(end).await;
-    let reconciles = parse_logs(dir.path(), &deaths);
-    let (overlapping, paused) = overlaps(&reconciles, &deaths);
+    let reconciles = parse_logs(dir.path(), &measured.deaths);
+    check(rounds, &reconciles, &history, measured);
+}
+
+/// Reports the run and asserts its claims.
+fn check(rounds: usize, reconciles: &[Reconcile], history: &Summary, measured: Rounds) {
+    let Rounds {
+        deaths,
+        mut unowned,
+        mut handed,
+    } = measured;
+    let (overlapping, paused) = overlaps(reconciles, &deaths);
     unowned.sort();
     handed.sort();
-    let fenced = reconciles.iter().filter(|r| r.outcome == "fenced").count();
-    let cut = reconciles
-        .iter()
-        .filter(|r| r.outcome == "killed" || r.outcome == "cancelled")
-        .count();
+    let count = |outcomes: &[&str]| {
+        reconciles
+            .iter()
+            .filter(|r| outcomes.contains(&r.outcome.as_str()))
+            .count()
+    };
+    let (fenced, cut) = (count(&["fenced"]), count(&["killed", "cancelled"]));
     eprintln!(
         "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
          (besides {paused} of paused processes, spanning the handover, none written); \

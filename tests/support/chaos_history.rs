@@ -109,7 +109,6 @@ async fn read(
         for event in response.events() {
             let Some(kv) = event.kv() else { continue };
             let key = kv.key_str().expect("a UTF-8 key");
-            let revision = kv.mod_revision();
             if let Some(index) = key.strip_prefix(records.as_str()) {
                 let index: u32 = index.parse().expect("a shard index");
                 match event.event_type() {
@@ -120,23 +119,9 @@ async fn read(
                     EventType::Delete => drop(live.remove(&index)),
                 }
             } else if key.starts_with(items.as_str()) && event.event_type() == EventType::Put {
-                let written: Written = serde_json::from_slice(kv.value()).expect("an item");
-                if written.token != 0 {
-                    summary.fenced_writes += 1;
-                    let shard = shards.shard_of(&written.name).index();
-                    let current = live.get(&shard);
-                    if current.is_none_or(|(token, owner)| {
-                        *token != written.token || *owner != written.by
-                    }) {
-                        eprintln!(
-                            "stale write at {revision}: {} by {} with token {}, live record {current:?}",
-                            written.name, written.by, written.token
-                        );
-                        summary.stale_writes += 1;
-                    }
-                }
+                check_write(kv, &live, shards, &mut summary);
             }
-            summary.revision = summary.revision.max(revision);
+            summary.revision = summary.revision.max(kv.mod_revision());
         }
         if let Some(header) = response.header() {
             // A progress notification or an empty response moves it too.
@@ -144,5 +129,31 @@ async fn read(
                 summary.revision = summary.revision.max(header.revision());
             }
         }
+    }
+}
+
+/// One item write: a replica's (token ≠ 0) must carry its shard's live
+/// record's token, and be its owner's.
+fn check_write(
+    kv: &etcd_client::KeyValue,
+    live: &HashMap<u32, (u64, String)>,
+    shards: ShardCount,
+    summary: &mut Summary,
+) {
+    let written: Written = serde_json::from_slice(kv.value()).expect("an item");
+    if written.token == 0 {
+        return;
+    }
+    summary.fenced_writes += 1;
+    let current = live.get(&shards.shard_of(&written.name).index());
+    if current.is_none_or(|(token, owner)| *token != written.token || *owner != written.by) {
+        eprintln!(
+            "stale write at {}: {} by {} with token {}, live record {current:?}",
+            kv.mod_revision(),
+            written.name,
+            written.by,
+            written.token
+        );
+        summary.stale_writes += 1;
     }
 }
