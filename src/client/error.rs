@@ -35,7 +35,9 @@ pub enum ClientError {
         key: String,
         /// The version the writer named.
         expected: Revision,
-        /// The version stored.
+        /// The version stored ([`Revision::ZERO`] when the object is gone;
+        /// on Kubernetes also when reading it again after the `409` failed:
+        /// the server does not say which version it has).
         actual: Revision,
     },
     /// An update added a finalizer to an object being deleted (its

@@ -59,7 +59,8 @@ where
     }
 
     /// A `409 Conflict` as [`ClientError::Conflict`], with the version
-    /// stored now (read again: the server does not say it).
+    /// stored now (read again: the server does not say it). A failed read
+    /// still reports the conflict, which is certain, with `actual` zero.
     async fn conflict(&self, key: &ObjectKey, expected: Revision) -> ClientError {
         let actual = match self.endpoint().get(&key.namespace, &key.name).await {
             Ok(stored) => stored.map_or(Revision::ZERO, |stored| stored.version()),
