@@ -20,8 +20,8 @@ const GENERATION: usize = 8192;
 
 /// See the module docs.
 pub(super) struct Departed<O: Object> {
-    /// Whether any deletion is kept: spares creations the lock until the
-    /// first deletion.
+    /// Whether any deletion is kept: spares feeds the lock until the first
+    /// deletion.
     any: AtomicBool,
     kept: Mutex<Generations<O>>,
 }
@@ -53,22 +53,16 @@ impl<O: Object> Departed<O> {
         self.any.store(true, Ordering::Release);
     }
 
-    /// `key`'s object exists (again): its deletion is no longer news.
-    pub(super) fn exists(&self, key: &O::Key) {
-        if !self.any.load(Ordering::Acquire) {
-            return;
-        }
-        let mut kept = self.kept.lock();
-        kept.current.remove(key);
-        kept.previous.remove(key);
-    }
-
-    /// Takes the deletions of the keys `keep` passes (user code: called
-    /// outside the lock), handing each last state to `into` under the lock
-    /// (so a newer deletion of the key cannot be overtaken by this one).
+    /// Takes the deletions of the keys `keep` passes and that do not
+    /// `exist` again (both called outside the lock: `keep` is user code),
+    /// handing each last state to `into` under the lock (so a newer
+    /// deletion of the key cannot be overtaken by this one). A key created
+    /// again is checked here, once per feed, rather than forgotten on every
+    /// event: its kept deletion ages out with its generation.
     pub(super) fn take_where(
         &self,
         keep: impl Fn(&O::Key) -> bool,
+        exists: impl Fn(&O::Key) -> bool,
         mut into: impl FnMut(&O::Key, &Arc<O>),
     ) -> Vec<O::Key> {
         if !self.any.load(Ordering::Acquire) {
@@ -82,7 +76,10 @@ impl<O: Object> Departed<O> {
                 .cloned()
                 .collect()
         };
-        let wanted: Vec<O::Key> = keys.into_iter().filter(|key| keep(key)).collect();
+        let wanted: Vec<O::Key> = keys
+            .into_iter()
+            .filter(|key| keep(key) && !exists(key))
+            .collect();
         let mut kept = self.kept.lock();
         wanted
             .into_iter()
@@ -118,20 +115,28 @@ mod tests {
     }
 
     #[test]
-    fn deletions_are_taken_once_and_a_creation_forgets_one() {
+    fn deletions_are_taken_once_and_not_for_a_key_created_again() {
         let departed = Departed::<Thing>::new();
-        assert!(departed.take_where(|_| true, |_, _| {}).is_empty());
+        assert!(
+            departed
+                .take_where(|_| true, |_| false, |_, _| {})
+                .is_empty()
+        );
         departed.deleted("a".to_owned(), &thing("a"));
         departed.deleted("b".to_owned(), &thing("b"));
         departed.deleted("c".to_owned(), &thing("c"));
-        departed.exists(&"c".to_owned());
+        let created_again = |key: &String| key == "c";
         let mut lasts = Vec::new();
-        let taken = departed.take_where(|key| key == "a", |_, last| lasts.push(last.name.clone()));
+        let taken = departed.take_where(
+            |key| key == "a",
+            created_again,
+            |_, last| lasts.push(last.name.clone()),
+        );
         assert_eq!(taken, ["a"]);
         assert_eq!(lasts, ["a"], "handed its last state");
-        let again = departed.take_where(|key| key == "a", |_, _| {});
+        let again = departed.take_where(|key| key == "a", created_again, |_, _| {});
         assert!(again.is_empty(), "taken once");
-        let rest = departed.take_where(|_| true, |_, _| {});
+        let rest = departed.take_where(|_| true, created_again, |_, _| {});
         assert_eq!(rest, ["b"], "c was created again");
     }
 
@@ -142,7 +147,7 @@ mod tests {
             let name = format!("k{i}");
             departed.deleted(name.clone(), &thing(&name));
         }
-        let kept = departed.take_where(|_| true, |_, _| {});
+        let kept = departed.take_where(|_| true, |_| false, |_, _| {});
         assert_eq!(kept.len(), GENERATION + 1);
         assert!(kept.iter().all(|key| key != "k0"), "the oldest forgotten");
         let newest = format!("k{}", GENERATION * 2);

@@ -267,7 +267,8 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
                 usize::try_from(shard).is_ok_and(|i| wanted.get(i) == Some(&true))
             };
             external::enqueue_where(&sink, &store, Trigger::Acquired, keep);
-            let gone = departed.take_where(keep, |key, last| {
+            let exists = |key: &O::Key| store.get(key).is_some();
+            let gone = departed.take_where(keep, exists, |key, last| {
                 last_states.deleted(key.clone(), last);
             });
             external::enqueue_keys(&sink, gone, Trigger::Acquired);

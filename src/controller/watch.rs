@@ -283,12 +283,8 @@ where
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
-        if let Some(departed) = &departed {
-            match event {
-                Event::Deleted(last) => departed.deleted(key.clone(), last),
-                Event::Initial(_) | Event::Applied { .. } => departed.exists(key),
-                Event::Resync(_) => {}
-            }
+        if let (Some(departed), Event::Deleted(last)) = (&departed, event) {
+            departed.deleted(key.clone(), last);
         }
         // Another replica's key leaves no last state here.
         if !keys.wants(key) {
