@@ -559,6 +559,30 @@ fn moving_key(group: &InProcessMembership) -> String {
         .expect("some shard moves to the joiner")
 }
 
+/// Starts `r0`, lets it reconcile every key, changes `held` (which r0's
+/// reconcile then holds until the gate opens) and starts `r1`, to which the
+/// held key's shard moves.
+async fn join_while_held(
+    (group, store): (&InProcessMembership, &MemoryStore<Item>),
+    (held, gate): (&str, &tokio::sync::watch::Receiver<bool>),
+    parts: (&Log, &Arc<Mutex<Vec<String>>>),
+    handover: Duration,
+) -> (Replica, Replica) {
+    let r0 = gated("r0", group, store, (held, gate), parts, handover);
+    eventually("r0 reconciles every key", LIMIT, || {
+        parts.0.lock().len() >= KEYS
+    })
+    .await;
+    let item = store.get(&held.to_owned()).expect("exists");
+    let hold = Item {
+        by: "hold".to_owned(),
+        ..Item::clone(&item)
+    };
+    store.client().update(hold).await.expect("updated");
+    let r1 = gated("r1", group, store, (held, gate), parts, handover);
+    (r0, r1)
+}
+
 /// Runs a handover with a reconcile of a moving key in flight on the old
 /// owner; returns the log, what was cancelled, and when the old owner's
 /// reconcile of the key ended and the new owner's started.
@@ -572,20 +596,8 @@ async fn handover_with_a_reconcile_in_flight(
     let held = moving_key(&group);
     let (open, gate) = tokio::sync::watch::channel(false);
     let parts = (&log, &cancelled);
-    let r0 = gated("r0", &group, &store, (&held, &gate), parts, handover);
-    eventually("r0 reconciles every key", LIMIT, || {
-        log.lock().len() >= KEYS
-    })
-    .await;
-    // A change of the moving key, held in r0's reconcile.
-    let item = store.get(&held).expect("exists");
-    let hold = Item {
-        by: "hold".to_owned(),
-        ..Item::clone(&item)
-    };
-    store.client().update(hold).await.expect("updated");
+    let (r0, r1) = join_while_held((&group, &store), (&held, &gate), parts, handover).await;
     let shard = group.shard_count().shard_of(&held);
-    let r1 = gated("r1", &group, &store, (&held, &gate), parts, handover);
     // Well past the join: the shard is assigned to r1, but r0 still holds it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let owner = group.owner(shard).map(|(member, _)| member);
@@ -746,18 +758,7 @@ async fn a_key_deleted_while_its_shard_is_between_owners_is_reconciled_by_the_ne
     let (open, gate) = tokio::sync::watch::channel(false);
     let parts = (&log, &cancelled);
     let handover = Duration::from_secs(60);
-    let r0 = gated("r0", &group, &store, (&held, &gate), parts, handover);
-    eventually("r0 reconciles every key", LIMIT, || {
-        log.lock().len() >= KEYS
-    })
-    .await;
-    let item = store.get(&held).expect("exists");
-    let hold = Item {
-        by: "hold".to_owned(),
-        ..Item::clone(&item)
-    };
-    store.client().update(hold).await.expect("updated");
-    let r1 = gated("r1", &group, &store, (&held, &gate), parts, handover);
+    let (r0, r1) = join_while_held((&group, &store), (&held, &gate), parts, handover).await;
     // r0 drains the shard (its reconcile of `held` is in flight), so
     // neither replica owns it: the deletion passes both filters.
     tokio::time::sleep(Duration::from_millis(500)).await;
