@@ -405,6 +405,7 @@ mod key;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod manager;
+pub mod placement;
 mod queue;
 pub mod shard;
 mod source;
@@ -416,7 +417,8 @@ mod time;
 /// re-exported so that implementing tend's traits needs no extra dependency.
 pub use async_trait::async_trait;
 pub use informer::{
-    Event, IndexValue, Informer, InformerBuilder, InformerError, InformerStats, Store, Subscription,
+    Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId, InformerStats, Store,
+    Subscription,
 };
 pub use key::QueueKey;
 pub use queue::{

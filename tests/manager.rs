@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tend::Informer;
 use tend::controller::{Action, Context, Reconciler};
-use tend::manager::{InProcessElection, Manager, ManagerError};
+use tend::manager::{InProcessElection, Manager, ManagerError, UnsyncedCaches};
 use tend::memory::MemoryStore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -381,6 +381,7 @@ async fn a_cache_that_never_syncs_fails_run_naming_the_informer() {
     let log = Log::default();
     let mut manager = manager()
         .sync_timeout(Duration::from_secs(30))
+        .unsynced_caches(UnsyncedCaches::Fail)
         .build()
         .unwrap();
     let informer = manager

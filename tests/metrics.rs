@@ -274,7 +274,10 @@ async fn probes_and_debug_queues_reflect_state_over_http() {
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
     let ready = get(address, "/readyz").await;
     assert_eq!(ready.status, 503);
-    assert_eq!(ready.body, "not ready: informer `widgets` has not synced\n");
+    assert_eq!(
+        ready.body,
+        "not ready: informer `widgets` has not synced; controller `widgets` is waiting for `widgets`\n"
+    );
 
     store.fail_next_lists(0);
     let mut became_ready = false;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
-use tend::manager::{InProcessElection, Manager, ManagerError};
+use tend::manager::{Manager, ManagerError};
 use tend::memory::MemoryStore;
 use tend::shard::{Assignment, InProcessMembership, MemberId, Membership, ShardCount};
 use tend::{CancellationToken, Informer, Revision};
@@ -299,20 +299,6 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
     for (_, replica) in replicas {
         replica.stop().await;
     }
-}
-
-#[test]
-fn sharding_and_leader_election_on_one_manager_is_a_typed_error() {
-    let group = InProcessMembership::new("items", ShardCount::DEFAULT);
-    let built = Manager::builder()
-        .without_signals()
-        .leader_election(InProcessElection::new("lock").candidate())
-        .sharding(group.member("r0"), ShardCount::DEFAULT)
-        .build();
-    assert!(matches!(
-        built,
-        Err(ManagerError::ShardingWithLeaderElection)
-    ));
 }
 
 #[tokio::test]

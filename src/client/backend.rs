@@ -52,6 +52,13 @@ pub trait Backend: Send + Sync + 'static {
     /// A short name for errors and logs (the source's name).
     fn name(&self) -> &str;
 
+    /// Whether this backend has a fencing authority: whether a write with
+    /// a fencing token can succeed (without one, such a write is
+    /// [`ClientError::NoFencing`]). Default: `false`.
+    fn fences(&self) -> bool {
+        false
+    }
+
     /// The object stored under `key` now.
     ///
     /// # Errors

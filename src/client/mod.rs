@@ -216,6 +216,15 @@ impl<O: Object> Client<O> {
         self.token
     }
 
+    /// Whether writes with a fencing token can succeed: the backend has a
+    /// fencing authority (on memory and etcd, a client made by
+    /// `client_fenced_by`). A controller that runs with fencing tokens
+    /// (leader-only or sharded) refuses a client for which this is `false`.
+    #[must_use]
+    pub fn can_fence(&self) -> bool {
+        self.backend.fences()
+    }
+
     /// Sets how many attempts [`modify`](Self::modify) and
     /// [`create_or_update`](Self::create_or_update) make (default
     /// [`DEFAULT_CONFLICT_ATTEMPTS`]).

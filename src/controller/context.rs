@@ -103,7 +103,9 @@ impl<O: Object> Context<O> {
 
     /// A read handle to the cache of objects of type `P` that this
     /// controller watches (primary or secondary), or `None` if it watches
-    /// none. With several sources of one type, the first registered.
+    /// none, or only through an [optional](super::Watch::optional) source
+    /// that has not synced yet. With several sources of one type, the first
+    /// registered.
     pub fn store<P: Object>(&self) -> Option<Store<P>> {
         self.caches.get::<P>()
     }
@@ -165,9 +167,12 @@ impl<O: Object> Context<O> {
         Some(client.hooked(hook))
     }
 
-    /// The leader's fencing token when running under leader election: an
-    /// opaque value that grows with every change of leader. Pass it to
-    /// writes that check it, so a deposed leader's late write is refused.
+    /// The fencing token this reconcile runs under, when its controller
+    /// runs under an [`Ownership`](super::Ownership) (leader-only: the
+    /// leader's token, which grows with every change of leader; sharded:
+    /// the key's shard's token): pass it to writes that check it, so that a
+    /// deposed owner's late write is refused. `None` for a controller that
+    /// runs everywhere.
     pub fn fencing_token(&self) -> Option<u64> {
         self.fencing_token
     }
@@ -192,14 +197,18 @@ impl<O: Object> fmt::Debug for Context<O> {
 #[derive(Default, Clone)]
 pub(crate) struct Caches {
     stores: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Per store: whether it may be used before it has synced
+    /// (`Watch::optional`: not until then).
+    optional: Vec<bool>,
     revisions: Vec<watch::Receiver<Revision>>,
     clients: Clients,
 }
 
 impl Caches {
-    pub(crate) fn push<P: Object>(&mut self, store: Store<P>) {
+    pub(crate) fn push<P: Object>(&mut self, store: Store<P>, optional: bool) {
         self.revisions.push(store.revisions());
         self.stores.push(Arc::new(store));
+        self.optional.push(optional);
     }
 
     pub(super) fn set_clients(&mut self, clients: Clients) {
@@ -207,9 +216,10 @@ impl Caches {
     }
 
     fn get<P: Object>(&self) -> Option<Store<P>> {
-        self.position::<P>()
-            .and_then(|at| self.stores[at].downcast_ref::<Store<P>>())
-            .cloned()
+        let at = self.position::<P>()?;
+        let store = self.stores.get(at)?.downcast_ref::<Store<P>>()?;
+        let usable = !self.optional.get(at).copied().unwrap_or(false) || store.is_synced();
+        usable.then(|| store.clone())
     }
 
     /// Where the first cache of `P` is.
@@ -229,20 +239,41 @@ impl Caches {
 
 /// The clients a controller was given, one per object type.
 #[derive(Default, Clone)]
-pub(crate) struct Clients(Vec<Arc<dyn Any + Send + Sync>>);
+pub(crate) struct Clients(Vec<Given>);
+
+/// One client given to the builder.
+#[derive(Clone)]
+struct Given {
+    client: Arc<dyn Any + Send + Sync>,
+    fences: bool,
+    object_type: &'static str,
+}
 
 impl Clients {
     /// Adds `client`, replacing one of the same type.
     pub(super) fn insert<P: Object>(&mut self, client: Client<P>) {
-        self.0.retain(|c| !c.is::<Client<P>>());
-        self.0.push(Arc::new(client));
+        self.0.retain(|c| !c.client.is::<Client<P>>());
+        self.0.push(Given {
+            fences: client.can_fence(),
+            object_type: std::any::type_name::<P>(),
+            client: Arc::new(client),
+        });
     }
 
     fn get<P: Object>(&self) -> Option<Client<P>> {
         self.0
             .iter()
-            .find_map(|c| c.downcast_ref::<Client<P>>())
+            .find_map(|c| c.client.downcast_ref::<Client<P>>())
             .cloned()
+    }
+
+    /// The object types of the clients without a fencing authority.
+    pub(super) fn unfenced(&self) -> Vec<&'static str> {
+        self.0
+            .iter()
+            .filter(|c| !c.fences)
+            .map(|c| c.object_type)
+            .collect()
     }
 }
 

@@ -7,7 +7,7 @@ use futures::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Trigger;
-use super::watch::Enqueue;
+use super::sink::Enqueue;
 use crate::informer::Store;
 use crate::source::Object;
 

@@ -25,21 +25,28 @@
 //! `run` returns once every task it spawned has stopped.
 
 mod builder;
+mod call;
 mod context;
 mod departed;
+mod environment;
 mod external;
+mod feed;
 mod gate;
 mod last_states;
 mod observer;
+mod ownership;
+mod pace;
 mod predicate;
 mod reconciler;
 mod scope;
-mod shards;
+mod settle;
+mod sink;
 mod trigger;
 mod watch;
 mod worker;
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,7 +55,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
+pub use self::environment::Environment;
 pub use self::observer::{ControllerObserver, Outcome};
+pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
 pub use self::reconciler::{Action, ErrorPolicy, Reconciler};
 pub use self::trigger::{Trigger, Triggers};
@@ -57,12 +66,14 @@ pub use self::watch::Watch;
 use self::builder::{Config, Inputs};
 use self::context::Caches;
 use self::departed::Departed;
+use self::feed::Feed;
 use self::gate::Gate;
 use self::last_states::LastStates;
-pub(crate) use self::shards::{KeyShards, Owned};
-use self::watch::{Enqueue, Synced, subscribe_primary};
+pub(crate) use self::ownership::Owned;
+use self::sink::Enqueue;
+use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
-use crate::informer::{Informer, InformerError};
+use crate::informer::{Informer, InformerError, InformerId};
 use crate::queue::WorkQueue;
 use crate::source::Object;
 
@@ -77,6 +88,19 @@ pub enum ControllerError {
         controller: String,
         /// What is wrong.
         reason: String,
+    },
+    /// The controller runs with fencing tokens (under an
+    /// [`Ownership`]), but a client it was given has no fencing authority:
+    /// every write through it would fail with
+    /// [`ClientError::NoFencing`](crate::client::ClientError::NoFencing).
+    #[error(
+        "controller `{controller}` runs with fencing tokens, but its client for `{object_type}` cannot be fenced"
+    )]
+    UnfencedClient {
+        /// The controller's name.
+        controller: String,
+        /// The client's object type.
+        object_type: &'static str,
     },
     /// A cache the controller needs did not sync in time.
     #[error("controller `{controller}` cannot start")]
@@ -151,18 +175,9 @@ pub struct Controller<O: Object, R> {
     queue: WorkQueue<O::Key, Triggers>,
     config: Config,
     observer: Arc<dyn ControllerObserver>,
-    fencing_token: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
-    abort: Option<CancellationToken>,
-    shards: Option<KeyShards<O::Key>>,
     /// Deleted primary objects' last states, until their key reconciles.
     last_states: Arc<LastStates<O>>,
-    /// Sharded: recent deletions of every shard's keys, for shards gained.
-    departed: Arc<Departed<O>>,
 }
-
-/// Queues every cached primary key of the given shards (a sharded
-/// controller's keys, once their shard is acquired).
-pub(crate) type ShardFeed = Arc<dyn Fn(&[crate::shard::Shard]) + Send + Sync>;
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     /// Starts configuring a controller named `name` (used in logs and
@@ -190,11 +205,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             queue,
             config,
             observer,
-            fencing_token: None,
-            abort: None,
-            shards: None,
             last_states: Arc::new(LastStates::new()),
-            departed: Arc::new(Departed::new()),
         }
     }
 
@@ -220,85 +231,42 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         self.inputs.primary.informer()
     }
 
-    /// Lowers the shutdown grace to at most `max` (the manager's own bound).
-    pub(crate) fn cap_shutdown_grace(&mut self, max: Duration) {
-        self.config.shutdown_grace = self.config.shutdown_grace.min(max);
-    }
-
-    /// Where reconciles get their [`Context::fencing_token`] (set by the
-    /// manager under leader election).
-    pub(crate) fn set_fencing_token(&mut self, token: Arc<dyn Fn() -> Option<u64> + Send + Sync>) {
-        self.fencing_token = Some(token);
-    }
-
-    /// A token that, when cancelled, cancels in-flight reconciles at once,
-    /// without the grace period (the manager's lost leadership).
-    pub(crate) fn set_abort(&mut self, abort: CancellationToken) {
-        self.abort = Some(abort);
-    }
-
-    /// Reconciles only keys of the shards `shards` says this replica owns,
-    /// each with its shard's token (set by the manager's sharding).
-    pub(crate) fn set_shards(&mut self, shards: KeyShards<O::Key>) {
-        self.shards = Some(shards);
-    }
-
-    /// Queues the cached keys of shards just acquired, and the keys of
-    /// theirs deleted recently (with their last states: see `departed`),
-    /// at the background priority (`Trigger::Acquired`); usable before and
-    /// while running.
-    pub(crate) fn shard_feed(&self) -> ShardFeed {
-        let sink = self.sink();
-        let store = self.inputs.primary.informer().store();
-        let (departed, last_states) = (Arc::clone(&self.departed), Arc::clone(&self.last_states));
-        Arc::new(move |gained| {
-            let Some(shards) = &sink.shards else { return };
-            let mut wanted = vec![false; shards.owned.count().shards().len()];
-            for shard in gained {
-                if let Some(slot) = usize::try_from(shard.index())
-                    .ok()
-                    .and_then(|i| wanted.get_mut(i))
-                {
-                    *slot = true;
-                }
+    /// Every informer this controller reads (primary first), each once:
+    /// the ones that must run for it to work.
+    #[must_use]
+    pub fn informers(&self) -> Vec<InformerId> {
+        let mut ids = vec![self.inputs.primary.informer().id()];
+        for secondary in &self.inputs.secondaries {
+            let id = secondary.informer_id();
+            if !ids.contains(&id) {
+                ids.push(id);
             }
-            let keep = |key: &O::Key| {
-                let shard = shards.shard(key).index();
-                usize::try_from(shard).is_ok_and(|i| wanted.get(i) == Some(&true))
-            };
-            external::enqueue_where(&sink, &store, Trigger::Acquired, keep);
-            let exists = |key: &O::Key| store.get(key).is_some();
-            let gone = departed.take_where(keep, exists, |key, last| {
-                last_states.deleted(key.clone(), last);
-            });
-            external::enqueue_keys(&sink, gone, Trigger::Acquired);
-        })
-    }
-
-    fn sink(&self) -> Enqueue<O::Key> {
-        Enqueue {
-            queue: self.queue.clone(),
-            background: self.config.background,
-            shards: self.shards.clone(),
         }
+        ids
     }
 
     /// How many keys are reconciled at once.
-    pub(crate) fn concurrency(&self) -> std::num::NonZeroUsize {
+    #[must_use]
+    pub fn concurrency(&self) -> NonZeroUsize {
         self.config.concurrency
     }
 
     /// How long a reconcile may run before it is cancelled (`None`: forever).
-    pub(crate) fn reconcile_timeout(&self) -> Option<Duration> {
+    #[must_use]
+    pub fn reconcile_timeout(&self) -> Option<Duration> {
         self.config.reconcile_timeout
     }
 
-    /// Runs the loop until `shutdown` is cancelled.
-    ///
-    /// Subscribes to every informer, waits until their caches (and this
-    /// controller's replay of them) are synced, then reconciles with the
-    /// configured number of workers. The informers themselves must be
-    /// running (see the [module docs](self)).
+    /// The object types of the clients given to the builder
+    /// ([`ControllerBuilder::client`]) that have no fencing authority: a
+    /// controller run under an [`Ownership`] refuses to start with any.
+    #[must_use]
+    pub fn unfenced_clients(&self) -> Vec<&'static str> {
+        self.config.clients.unfenced()
+    }
+
+    /// Runs the loop until `shutdown` is cancelled: [`run_in`](Self::run_in)
+    /// an [`Environment::new`] of it (every key, no fencing token).
     ///
     /// # Errors
     ///
@@ -309,47 +277,114 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     ///
     /// Dropping the future aborts the workers' tasks (a `JoinSet` owns them)
     /// without the grace period: cancel `shutdown` and await `run` instead.
-    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), ControllerError> {
-        let sink = self.sink();
-        let last_states = Arc::clone(&self.last_states);
-        let (caches, subscriptions) = self.subscribe(&sink, &last_states);
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ControllerError> {
+        self.run_in(Environment::new(shutdown)).await
+    }
+
+    /// Runs the loop in `env` until its stop token is cancelled.
+    ///
+    /// Subscribes to every informer, waits until their caches (and this
+    /// controller's replay of them) are synced, then reconciles with the
+    /// configured number of workers: every key, or (under an
+    /// [`Ownership`]) the keys it owns now, each with its fencing token.
+    /// The informers themselves must be running (see the
+    /// [module docs](self)).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::CacheSync`] when a cache did not sync within the
+    /// sync timeout (nothing was reconciled then);
+    /// [`ControllerError::UnfencedClient`] under an ownership with a client
+    /// that cannot be fenced; [`ControllerError::InvalidConfig`] for a zero
+    /// sync timeout in `env`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`run`](Self::run).
+    pub async fn run_in(self, env: Environment<O::Key>) -> Result<(), ControllerError> {
+        self.check(&env)?;
+        let sink = Enqueue {
+            queue: self.queue.clone(),
+            background: self.config.background,
+            ownership: env.ownership.clone(),
+        };
+        // Before subscribing: a slot gained after this is fed, one gained
+        // before is in the subscriptions' replay.
+        let gains = env
+            .ownership
+            .as_ref()
+            .filter(|o| o.skips())
+            .map(|o| o.gains());
+        let departed = gains.as_ref().map(|_| Arc::new(Departed::new()));
+        let (caches, subscriptions) = self.subscribe(&sink, departed.clone());
+        let sync_timeout = env.sync_timeout.unwrap_or(self.config.sync_timeout);
         tokio::select! {
             // Not `&self`: the streams of `reconcile_on` need not be `Sync`.
-            synced = wait_synced(&self.name, self.config.sync_timeout, &subscriptions) => synced?,
-            () = shutdown.cancelled() => return Ok(()),
+            synced = wait_synced(&self.name, sync_timeout, &subscriptions) => synced?,
+            () = env.stop.cancelled() => return Ok(()),
         }
         tracing::info!(controller = %self.name, workers = self.config.concurrency, "caches synced, starting workers");
-        let externals = std::mem::take(&mut self.inputs.externals);
-        let store = self.inputs.primary.informer().store();
+        let feed = gains.zip(departed).map(|(gains, departed)| {
+            let feed = Feed {
+                sink: sink.clone(),
+                store: self.inputs.primary.informer().store(),
+                departed,
+                last_states: Arc::clone(&self.last_states),
+            };
+            (feed, gains)
+        });
+        self.serve(env, sink, caches, feed).await;
+        drop(subscriptions);
+        Ok(())
+    }
+
+    /// Reconciles until `env`'s stop, then shuts down within the grace.
+    async fn serve(
+        self,
+        env: Environment<O::Key>,
+        sink: Enqueue<O::Key>,
+        caches: Caches,
+        feed: Option<(Feed<O>, Gains)>,
+    ) {
+        let Self {
+            name,
+            mut inputs,
+            reconciler,
+            queue,
+            config,
+            observer,
+            last_states,
+        } = self;
+        let grace = env
+            .max_grace
+            .map_or(config.shutdown_grace, |max| config.shutdown_grace.min(max));
+        let store = inputs.primary.informer().store();
         let worker = Arc::new(Worker {
-            name: self.name,
+            name,
             store: store.clone(),
-            reconciler: self.reconciler,
+            reconciler,
             sink: sink.clone(),
             caches: Arc::new(caches),
-            timeout: self.config.reconcile_timeout,
-            observer: self.observer,
-            fencing_token: self.fencing_token,
-            workers: self.config.concurrency.get(),
-            gate: self.config.read_your_writes.map(Gate::new),
+            timeout: config.reconcile_timeout,
+            observer,
+            workers: config.concurrency.get(),
+            gate: config.read_your_writes.map(Gate::new),
             last_states,
+            stopping: env.stop.clone(),
         });
-        let hard_stop = self
+        let hard_stop = env
             .abort
             .as_ref()
             .map_or_else(CancellationToken::new, CancellationToken::child_token);
         // Reconciles' tokens are its children: all are cancelled once the
         // controller stops, however `run` ends (see `Context::cancelled`).
         let _stopped = hard_stop.clone().drop_guard();
-        let mut tasks = JoinSet::new();
-        for _ in 0..self.config.concurrency.get() {
-            tasks.spawn(Arc::clone(&worker).run(hard_stop.clone()));
+        let mut tasks = spawn_workers(&worker, &hard_stop, config.resync);
+        for external in std::mem::take(&mut inputs.externals) {
+            tasks.spawn(external.feed(sink.clone(), store.clone(), env.stop.clone()));
         }
-        if let Some(period) = self.config.resync {
-            tasks.spawn(Arc::clone(&worker).resync_every(period, shutdown.clone()));
-        }
-        for external in externals {
-            tasks.spawn(external.feed(sink.clone(), store.clone(), shutdown.clone()));
+        if let (Some((feed, gains)), Some(ownership)) = (feed, env.ownership) {
+            tasks.spawn(feed.run(gains, ownership, env.stop.clone()));
         }
         // Ends the keys held for their writes; stops after the workers.
         let gated = CancellationToken::new();
@@ -357,14 +392,28 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         if worker.gate.is_some() {
             gate.spawn(Arc::clone(&worker).watch_writes(gated.clone()));
         }
-        shutdown.cancelled().await;
-        self.queue.shutdown();
-        let grace = self.config.shutdown_grace;
+        env.stop.cancelled().await;
+        queue.shutdown();
         drain(&mut tasks, grace, &hard_stop, &worker.name).await;
         gated.cancel();
         join_all(&mut gate).await;
-        drop(subscriptions);
-        Ok(())
+    }
+
+    /// Refuses an environment this controller cannot run in.
+    fn check(&self, env: &Environment<O::Key>) -> Result<(), ControllerError> {
+        if env.sync_timeout.is_some_and(|timeout| timeout.is_zero()) {
+            return Err(ControllerError::InvalidConfig {
+                controller: self.name.clone(),
+                reason: "the environment's sync timeout is zero".to_owned(),
+            });
+        }
+        match self.unfenced_clients().first() {
+            Some(&object_type) if env.ownership.is_some() => Err(ControllerError::UnfencedClient {
+                controller: self.name.clone(),
+                object_type,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Subscribes to every informer: the caches reconciles read, and the
@@ -372,16 +421,19 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     fn subscribe(
         &self,
         sink: &Enqueue<O::Key>,
-        last_states: &Arc<LastStates<O>>,
+        departed: Option<Arc<Departed<O>>>,
     ) -> (Caches, Vec<Box<dyn Synced>>) {
         let mut caches = Caches::default();
-        caches.push(self.inputs.primary.informer().store());
+        caches.push(self.inputs.primary.informer().store(), false);
         caches.set_clients(self.config.clients.clone());
-        let departed = self.shards.is_some().then(|| Arc::clone(&self.departed));
+        let deletions = Deletions {
+            last_states: Arc::clone(&self.last_states),
+            departed,
+        };
         let mut subscriptions = vec![subscribe_primary(
             &self.inputs.primary,
             sink.clone(),
-            (Arc::clone(last_states), departed),
+            deletions,
         )];
         for secondary in &self.inputs.secondaries {
             secondary.add_cache(&mut caches);
@@ -389,6 +441,25 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         }
         (caches, subscriptions)
     }
+}
+
+/// Announcements of the slots gained, for the feed.
+type Gains = tokio::sync::broadcast::Receiver<Arc<[crate::shard::Shard]>>;
+
+/// Spawns the workers (and the resync task) of a controller run.
+fn spawn_workers<O: Object, R: Reconciler<O>>(
+    worker: &Arc<Worker<O, R>>,
+    hard_stop: &CancellationToken,
+    resync: Option<Duration>,
+) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    for _ in 0..worker.workers {
+        tasks.spawn(Arc::clone(worker).run(hard_stop.clone()));
+    }
+    if let Some(period) = resync {
+        tasks.spawn(Arc::clone(worker).resync_every(period, worker.stopping.clone()));
+    }
+    tasks
 }
 
 /// Waits for every subscription of controller `name`, all within one sync
@@ -399,7 +470,7 @@ async fn wait_synced(
     subscriptions: &[Box<dyn Synced>],
 ) -> Result<(), ControllerError> {
     let start = tokio::time::Instant::now();
-    for subscription in subscriptions {
+    for subscription in subscriptions.iter().filter(|s| !s.optional()) {
         let left = timeout.saturating_sub(start.elapsed());
         subscription
             .wait_synced(left)

@@ -10,10 +10,9 @@ use futures::future::BoxFuture;
 use super::context::Caches;
 use super::departed::Departed;
 use super::last_states::LastStates;
-use super::shards::{Claim, KeyShards};
-use super::{Predicate, Trigger, Triggers};
-use crate::informer::{Event, Handler, Informer, InformerError, Subscription};
-use crate::queue::{Add, Priority, When, WorkQueue};
+use super::sink::{Enqueue, Keys};
+use super::{Predicate, Trigger};
+use crate::informer::{Event, Handler, Informer, InformerError, InformerId, Subscription};
 use crate::source::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
@@ -23,6 +22,7 @@ use crate::source::Object;
 pub struct Watch<P: Object> {
     informer: Informer<P>,
     predicate: Option<Predicate<P>>,
+    optional: bool,
 }
 
 impl<P: Object> Watch<P> {
@@ -32,6 +32,7 @@ impl<P: Object> Watch<P> {
         Self {
             informer,
             predicate: None,
+            optional: false,
         }
     }
 
@@ -49,6 +50,20 @@ impl<P: Object> Watch<P> {
     }
 }
 
+impl<P: Object> Watch<P> {
+    /// Lets the controller start without this source: its reconciles do
+    /// not wait for it to sync, and [`Context::store`](super::Context::store)
+    /// answers `None` for its type until it has (for a source that may not
+    /// answer yet, such as a custom resource whose definition is installed
+    /// later). Its events are queued from its first list on. A primary
+    /// source is never optional: this flag is ignored there.
+    #[must_use]
+    pub fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+}
+
 impl<P: Object> From<Informer<P>> for Watch<P> {
     fn from(informer: Informer<P>) -> Self {
         Self::new(informer)
@@ -60,88 +75,8 @@ impl<P: Object> fmt::Debug for Watch<P> {
         f.debug_struct("Watch")
             .field("source", &self.informer.name())
             .field("filtered", &self.predicate.is_some())
+            .field("optional", &self.optional)
             .finish()
-    }
-}
-
-/// Puts keys into the controller's queue, with why: the queue carries each
-/// key's triggers (its payload) to the reconcile that handles them.
-/// A sharded controller's sink queues only keys of the shards the replica
-/// owns (checked before the queue's lock: `ShardKey` is user code).
-pub(crate) struct Enqueue<K: crate::QueueKey> {
-    pub(crate) queue: WorkQueue<K, Triggers>,
-    pub(crate) background: Priority,
-    pub(crate) shards: Option<KeyShards<K>>,
-}
-
-impl<K: crate::QueueKey> Clone for Enqueue<K> {
-    fn clone(&self) -> Self {
-        Self {
-            queue: self.queue.clone(),
-            background: self.background,
-            shards: self.shards.clone(),
-        }
-    }
-}
-
-/// A key this replica may not reconcile now: its shard is not owned.
-pub(crate) struct NotOwned;
-
-impl<K: crate::QueueKey> Enqueue<K> {
-    /// Whether `key` may be queued: always, unless sharded and its shard is
-    /// not owned.
-    pub(crate) fn wants(&self, key: &K) -> bool {
-        super::shards::wanted(self.shards.as_ref(), key)
-    }
-
-    /// Counts a reconcile of `key` against its shard: `Ok(None)` when not
-    /// sharded, `Err` when the shard is not owned (the key is skipped).
-    pub(crate) fn claim(&self, key: &K) -> Result<Option<Claim>, NotOwned> {
-        match &self.shards {
-            None => Ok(None),
-            Some(shards) => shards
-                .owned
-                .claim(shards.shard(key))
-                .map(Some)
-                .ok_or(NotOwned),
-        }
-    }
-
-    /// What to queue for `key`: the background priority for initial lists
-    /// and resyncs (so fresh changes go first), else normal priority and
-    /// debounced (when the controller debounces: background keys are not
-    /// bursts).
-    pub(crate) fn entry(&self, key: K, trigger: Trigger, background: bool) -> Add<K, Triggers> {
-        let priority = if background {
-            self.background
-        } else {
-            Priority::NORMAL
-        };
-        Add {
-            key,
-            priority,
-            payload: trigger.into(),
-            debounced: !background,
-        }
-    }
-
-    /// Queues `key` after `delay` (a requeue) at the priority it ran at;
-    /// `trigger` is reported only if this timer is what runs the key (an
-    /// earlier run cancels it).
-    pub(crate) fn push_after(&self, key: K, trigger: Trigger, delay: Duration, priority: Priority) {
-        self.queue
-            .enqueue(key, When::After(delay), priority, trigger.into());
-    }
-
-    /// Queues `key` after its rate limiter's delay (a retry, or a requeue
-    /// with backoff) at the priority it ran at, so a failing background key
-    /// does not crowd out fresh changes; at least
-    /// [`Action::MIN_REQUEUE_DELAY`]: a limiter that answers zero (a token
-    /// bucket within its burst) must not make a failing key a busy loop.
-    pub(crate) fn push_backoff(&self, key: K, trigger: Trigger, priority: Priority) {
-        let floor = super::Action::MIN_REQUEUE_DELAY;
-        self.queue
-            .enqueue(key, When::Backoff { floor }, priority, trigger.into());
     }
 }
 
@@ -156,41 +91,12 @@ struct Gather<K: crate::QueueKey, F> {
     held: Option<K>,
 }
 
-/// The keys gathered since the last flush.
-pub(crate) struct Keys<K> {
-    pending: Vec<(K, Trigger, bool)>,
-    shards: Option<KeyShards<K>>,
-}
-
-impl<K> Keys<K> {
-    /// Whether `key` may be queued (sharded: its shard is owned).
-    fn wants(&self, key: &K) -> bool {
-        super::shards::wanted(self.shards.as_ref(), key)
-    }
-
-    /// Asks for `key` to be reconciled because of `trigger`, at the
-    /// background priority if `background`, if it is wanted.
-    fn push(&mut self, key: K, trigger: Trigger, background: bool) {
-        if self.wants(&key) {
-            self.push_wanted(key, trigger, background);
-        }
-    }
-
-    /// [`push`](Self::push) for a key [`wants`](Self::wants) passed.
-    fn push_wanted(&mut self, key: K, trigger: Trigger, background: bool) {
-        self.pending.push((key, trigger, background));
-    }
-}
-
 impl<K: crate::QueueKey, F> Gather<K, F> {
     fn new(sink: Enqueue<K>, on_event: F) -> Self {
-        let shards = sink.shards.clone();
+        let keys = Keys::new(sink.ownership.clone());
         Self {
             sink,
-            keys: Keys {
-                pending: Vec::new(),
-                shards,
-            },
+            keys,
             on_event,
             held: None,
         }
@@ -257,12 +163,37 @@ impl<K: crate::QueueKey, F> Drop for Gather<K, F> {
 /// A subscription whose sync can be awaited without knowing its type.
 pub(crate) trait Synced: Send + Sync {
     fn wait_synced(&self, timeout: Duration) -> BoxFuture<'_, Result<(), InformerError>>;
+    /// Whether the controller starts without waiting for it.
+    fn optional(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Object> Synced for Subscription<P> {
     fn wait_synced(&self, timeout: Duration) -> BoxFuture<'_, Result<(), InformerError>> {
         Box::pin(Subscription::wait_synced(self, timeout))
     }
+}
+
+/// A subscription to an optional source: never waited for.
+struct Optional<P: Object>(Subscription<P>);
+
+impl<P: Object> Synced for Optional<P> {
+    fn wait_synced(&self, timeout: Duration) -> BoxFuture<'_, Result<(), InformerError>> {
+        Box::pin(Subscription::wait_synced(&self.0, timeout))
+    }
+
+    fn optional(&self) -> bool {
+        true
+    }
+}
+
+/// Where the primary's deletions go: the last states for the key's own
+/// reconcile, and (when keys not owned are skipped) every key's recent
+/// deletions, for the slots this replica gains later.
+pub(crate) struct Deletions<O: Object> {
+    pub(crate) last_states: Arc<LastStates<O>>,
+    pub(crate) departed: Option<Arc<Departed<O>>>,
 }
 
 /// The primary source: each object's own key, as the informer computed it
@@ -273,11 +204,15 @@ impl<P: Object> Synced for Subscription<P> {
 pub(crate) fn subscribe_primary<O: Object>(
     watch: &Watch<O>,
     sink: Enqueue<O::Key>,
-    (last_states, departed): (Arc<LastStates<O>>, Option<Arc<Departed<O>>>),
+    deletions: Deletions<O>,
 ) -> Box<dyn Synced>
 where
     O::Key: crate::QueueKey,
 {
+    let Deletions {
+        last_states,
+        departed,
+    } = deletions;
     let predicate = watch.predicate.clone();
     let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
@@ -319,6 +254,7 @@ pub(crate) type KeyMap<P, K> = Arc<dyn Fn(&P) -> Vec<K> + Send + Sync>;
 pub(crate) trait Secondary<K: crate::QueueKey>: Send + Sync {
     fn subscribe(&self, sink: Enqueue<K>) -> Box<dyn Synced>;
     fn add_cache(&self, caches: &mut Caches);
+    fn informer_id(&self) -> InformerId;
 }
 
 pub(crate) struct Mapped<P: Object, K> {
@@ -351,15 +287,23 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
                 sink.push(key, trigger, background);
             }
         };
-        Box::new(
-            self.watch
-                .informer
-                .subscribe_handler(Gather::new(sink, on_event)),
-        )
+        let subscription = self
+            .watch
+            .informer
+            .subscribe_handler(Gather::new(sink, on_event));
+        if self.watch.optional {
+            Box::new(Optional(subscription))
+        } else {
+            Box::new(subscription)
+        }
     }
 
     fn add_cache(&self, caches: &mut Caches) {
-        caches.push(self.watch.informer.store());
+        caches.push(self.watch.informer.store(), self.watch.optional);
+    }
+
+    fn informer_id(&self) -> InformerId {
+        self.watch.informer.id()
     }
 }
 

@@ -105,6 +105,10 @@ where
 {
     type Object = O;
 
+    fn fences(&self) -> bool {
+        self.authority.is_some()
+    }
+
     fn name(&self) -> &str {
         &self.shared.name
     }

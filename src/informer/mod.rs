@@ -241,6 +241,11 @@ pub struct Informer<O: Object> {
     shared: Arc<Shared<O>>,
 }
 
+/// Which informer a handle is a handle of: equal for clones of one
+/// informer, different for two informers alive at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InformerId(usize);
+
 /// What every handle of one informer shares.
 struct Shared<O: Object> {
     source: Arc<dyn Source<Object = O>>,
@@ -310,6 +315,12 @@ impl<O: Object> Informer<O> {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// This informer's identity (the same for every clone).
+    #[must_use]
+    pub fn id(&self) -> InformerId {
+        InformerId(Arc::as_ptr(&self.shared).cast::<()>().addr())
     }
 
     /// A read handle on the cache.

@@ -119,6 +119,10 @@ where
 {
     type Object = K;
 
+    fn fences(&self) -> bool {
+        self.fencing.is_some()
+    }
+
     fn name(&self) -> &str {
         Source::name(&self.source)
     }

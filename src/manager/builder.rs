@@ -25,6 +25,8 @@ pub struct ManagerBuilder {
     pub(super) elector: Option<Arc<dyn LeaderElector>>,
     pub(super) sharding: Option<(Arc<dyn Membership>, ShardCount)>,
     pub(super) handover: Duration,
+    pub(super) campaign_again: bool,
+    pub(super) unsynced: UnsyncedCaches,
     pub(super) standby_ready: bool,
     pub(super) stalls: StallLimits,
     pub(super) signals: Signals,
@@ -41,6 +43,8 @@ impl ManagerBuilder {
             elector: None,
             sharding: None,
             handover: Duration::from_secs(10),
+            campaign_again: false,
+            unsynced: UnsyncedCaches::Wait,
             standby_ready: true,
             stalls: StallLimits::DEFAULT,
             signals: Signals::Os,
@@ -66,24 +70,49 @@ impl ManagerBuilder {
         self
     }
 
-    /// How long `run` waits for every informer's first list before failing
-    /// (default 2 minutes). Must not be zero; `Duration::MAX` waits for ever.
+    /// How long the manager waits for every informer's first list (default
+    /// 2 minutes): then the leader election and the membership start even if
+    /// some cache has not synced, and with [`UnsyncedCaches::Fail`] `run`
+    /// fails. Must not be zero; `Duration::MAX` waits for ever.
     pub fn sync_timeout(mut self, timeout: Duration) -> Self {
         self.sync_timeout = timeout;
         self
     }
 
-    /// Runs controllers only while `elector` holds the leadership (default:
-    /// always). Informers run either way (a warm standby).
+    /// What a cache that has not synced within the
+    /// [sync timeout](Self::sync_timeout) does (default
+    /// [`UnsyncedCaches::Wait`]; see the [module docs](super#caches-that-do-not-sync)).
+    pub fn unsynced_caches(mut self, unsynced: UnsyncedCaches) -> Self {
+        self.unsynced = unsynced;
+        self
+    }
+
+    /// Runs leader-only controllers and tasks (see
+    /// [`Manager::add_controller_on`] and [`Manager::add_task_on`]) only
+    /// while `elector` holds the leadership (default: no election).
+    /// Leader-only controllers stand by warm elsewhere.
     pub fn leader_election(mut self, elector: impl LeaderElector) -> Self {
         self.elector = Some(Arc::new(elector));
         self
     }
 
+    /// After a lost leadership, stand by and campaign again instead of
+    /// failing `run` with [`ManagerError::LostLeadership`](super::ManagerError::LostLeadership)
+    /// (default `false`: the process should exit). Leader-only reconciles
+    /// are cancelled at once either way; standing by, leader-only tasks are
+    /// stopped and started again on winning again, and leader-only
+    /// controllers keep their queues and reconcile again, with the new
+    /// token, once this replica leads again.
+    pub fn campaign_again(mut self, again: bool) -> Self {
+        self.campaign_again = again;
+        self
+    }
+
     /// Spreads the keys of the controllers registered with
-    /// [`Manager::add_sharded_controller`] over the replicas of
-    /// `membership`'s group, in `shards` shards (default: no sharding;
-    /// excludes [`leader_election`](Self::leader_election)).
+    /// [`Placement::Sharded`](crate::placement::Placement::Sharded) over the
+    /// replicas of `membership`'s group, in `shards` shards (default: no
+    /// sharding). A manager may have leader election beside it, for its
+    /// leader-only runnables: the two leases are independent.
     ///
     /// Every replica runs its informers (all keys cached); each reconciles
     /// only the keys of the shards it owns. `run` joins the group once the
@@ -216,12 +245,8 @@ impl ManagerBuilder {
     /// # Errors
     ///
     /// [`ManagerError::InvalidConfig`] for a zero timeout or stall bound;
-    /// [`ManagerError::ShardingWithLeaderElection`] when both are set;
     /// [`ManagerError::Http`] when the address cannot be bound.
     pub fn build(self) -> Result<Manager, ManagerError> {
-        if self.elector.is_some() && self.sharding.is_some() {
-            return Err(ManagerError::ShardingWithLeaderElection);
-        }
         let zero = [
             (Some(self.grace), "the graceful-shutdown timeout"),
             (Some(self.sync_timeout), "the sync timeout"),
@@ -239,6 +264,19 @@ impl ManagerBuilder {
     }
 }
 
+/// What a controller whose caches have not synced within the manager's
+/// [sync timeout](ManagerBuilder::sync_timeout) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UnsyncedCaches {
+    /// It waits for as long as it takes; the manager's other controllers
+    /// run, and `/readyz` names what has not synced.
+    #[default]
+    Wait,
+    /// `run` fails with [`ManagerError::CacheSync`] naming the informer.
+    Fail,
+}
+
 impl fmt::Debug for ManagerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("ManagerBuilder");
@@ -251,6 +289,8 @@ impl fmt::Debug for ManagerBuilder {
                 "sharding",
                 &self.sharding.as_ref().map(|(m, s)| (m.group(), s.get())),
             )
+            .field("campaign_again", &self.campaign_again)
+            .field("unsynced", &self.unsynced)
             .field("standby_ready", &self.standby_ready)
             .field("stalls", &self.stalls)
             .field("signals", &self.signals)

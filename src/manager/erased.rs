@@ -9,16 +9,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ControllerError, Reconciler};
-use crate::informer::{Informer, InformerError, InformerStats};
+use crate::informer::{Informer, InformerError, InformerId, InformerStats};
+use crate::placement::Placement;
 use crate::queue::{Payload, QueueKey, QueueStats, WorkQueue};
 use crate::source::{Object, ObjectKey};
 
-/// Reads the current fencing token (`None` when not leading).
-pub(super) type FencingFn = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
-
 /// A registered informer.
 pub(super) trait SharedInformer: Send + Sync {
+    fn id(&self) -> InformerId;
     fn is_synced(&self) -> bool;
     fn stats(&self) -> InformerStats;
     fn run(&self, cancel: CancellationToken) -> BoxFuture<'static, Result<(), InformerError>>;
@@ -27,6 +25,10 @@ pub(super) trait SharedInformer: Send + Sync {
 }
 
 impl<O: Object> SharedInformer for Informer<O> {
+    fn id(&self) -> InformerId {
+        Informer::id(self)
+    }
+
     fn is_synced(&self) -> bool {
         Informer::is_synced(self)
     }
@@ -66,7 +68,6 @@ pub(super) trait QueueView: Send + Sync {
     fn stats(&self) -> QueueStats;
     /// The in-flight keys held longer than `over` (all of them for `None`).
     fn held_longer_than(&self, over: Option<Duration>, limit: usize) -> Held;
-    fn shutdown(&self);
 }
 
 impl<K: QueueKey, T: Payload> QueueView for WorkQueue<K, T> {
@@ -86,10 +87,6 @@ impl<K: QueueKey, T: Payload> QueueView for WorkQueue<K, T> {
             .map(|k| (render_key(&k.key).into_owned(), k.age))
             .collect();
         Held { count, oldest }
-    }
-
-    fn shutdown(&self) {
-        WorkQueue::shutdown(self);
     }
 }
 
@@ -118,52 +115,16 @@ pub(super) fn render_key<K: QueueKey>(key: &K) -> Cow<'_, str> {
     }
 }
 
-/// A registered controller, as the status and the leadership watcher see
-/// it once the controller itself has been handed to its task.
+/// A registered controller, as the status and the metrics see it once the
+/// controller itself has been handed to its task.
+#[derive(Clone)]
 pub(super) struct ControllerView {
     pub(super) name: String,
+    pub(super) placement: Placement,
     pub(super) queue: Arc<dyn QueueView>,
     pub(super) reconcile_timeout: Option<Duration>,
-}
-
-/// A registered controller.
-pub(super) trait ErasedController: Send {
-    fn name(&self) -> &str;
-    fn concurrency(&self) -> usize;
-    fn reconcile_timeout(&self) -> Option<Duration>;
-    fn queue(&self) -> Arc<dyn QueueView>;
-    fn start(
-        self: Box<Self>,
-        shutdown: CancellationToken,
-        abort: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), ControllerError>>;
-}
-
-impl<O: Object, R: Reconciler<O>> ErasedController for Controller<O, R> {
-    fn name(&self) -> &str {
-        Controller::name(self)
-    }
-
-    fn concurrency(&self) -> usize {
-        Controller::concurrency(self).get()
-    }
-
-    fn reconcile_timeout(&self) -> Option<Duration> {
-        Controller::reconcile_timeout(self)
-    }
-
-    fn queue(&self) -> Arc<dyn QueueView> {
-        Arc::new(Controller::queue(self))
-    }
-
-    fn start(
-        mut self: Box<Self>,
-        shutdown: CancellationToken,
-        abort: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), ControllerError>> {
-        self.set_abort(abort);
-        Box::pin((*self).run(shutdown))
-    }
+    /// The informers it reads.
+    pub(super) informers: Vec<InformerId>,
 }
 
 #[cfg(test)]

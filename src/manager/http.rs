@@ -92,6 +92,7 @@ fn respond(request: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
         "/healthz" => probe(&shared.status.health()),
         "/readyz" => probe(&shared.status.readiness()),
         "/debug/queues" => json(&shared.status.queues()),
+        "/debug/runnables" => json(&shared.status.runnables()),
         "/debug/shards" => match shared.status.shards() {
             Some(report) => json(&report),
             None => text(StatusCode::NOT_FOUND, "sharding is off\n".to_owned()),

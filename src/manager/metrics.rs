@@ -24,7 +24,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::erased::{QueueView, SharedInformer};
+use super::runnable::Placed;
 use crate::controller::{ControllerObserver, Outcome};
+use crate::placement::ShardingObserver;
 use crate::queue::QueueObserver;
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
@@ -268,13 +270,51 @@ impl Metrics {
 
     /// Records a registered controller: its worker count and its queue,
     /// whose in-flight ages are pulled at scrape time.
-    pub(super) fn add_controller(&self, name: &str, concurrency: usize, queue: Arc<dyn QueueView>) {
+    pub(super) fn add_controller(&self, placed: &Placed) {
+        let name = &placed.view.name;
+        let labels = ControllerLabels {
+            controller: name.clone(),
+        };
+        let workers = i64::try_from(placed.concurrency).unwrap_or(i64::MAX);
+        self.max_concurrent.get_or_create(&labels).set(workers);
+        let queue = Arc::clone(&placed.view.queue);
+        self.pulled.queues.lock().push((queue_labels(name), queue));
+    }
+
+    /// Forgets a removed controller: every series labelled with its name.
+    pub(super) fn remove_controller(&self, name: &str) {
         let labels = ControllerLabels {
             controller: name.to_owned(),
         };
-        let workers = i64::try_from(concurrency).unwrap_or(i64::MAX);
-        self.max_concurrent.get_or_create(&labels).set(workers);
-        self.pulled.queues.lock().push((queue_labels(name), queue));
+        for result in RESULTS {
+            self.reconcile_total.remove(&ResultLabels {
+                controller: name.to_owned(),
+                result: result.to_owned(),
+            });
+        }
+        for family in [
+            &self.reconcile_errors,
+            &self.terminal_errors,
+            &self.panics,
+            &self.timeouts,
+            &self.ryw_timeouts,
+            &self.fenced_refused,
+        ] {
+            family.remove(&labels);
+        }
+        self.reconcile_time.remove(&labels);
+        self.max_concurrent.remove(&labels);
+        self.active_workers.remove(&labels);
+        let queue = queue_labels(name);
+        for family in [&self.adds, &self.retries, &self.limiter_panics] {
+            family.remove(&queue);
+        }
+        self.queue_duration.remove(&queue);
+        self.work_duration.remove(&queue);
+        self.pulled
+            .queues
+            .lock()
+            .retain(|(labels, _)| *labels != queue);
     }
 
     /// Records a registered informer, whose counters are pulled at scrape
@@ -284,6 +324,14 @@ impl Metrics {
             name: name.to_owned(),
         };
         self.pulled.informers.lock().push((labels, informer));
+    }
+
+    /// Forgets a stopped informer.
+    pub(super) fn remove_informer(&self, name: &str) {
+        self.pulled
+            .informers
+            .lock()
+            .retain(|(labels, _)| labels.name != name);
     }
 
     /// Sets `leader_election_master_status{name}`.
@@ -321,6 +369,20 @@ impl Metrics {
             name: group.to_owned(),
         };
         self.handovers.get_or_create(&labels).inc();
+    }
+}
+
+impl ShardingObserver for Metrics {
+    fn owned(&self, group: &str, owned: usize) {
+        self.set_shards_owned(group, owned);
+    }
+
+    fn acquired(&self, group: &str, waited: Duration) {
+        self.shard_acquired(group, waited);
+    }
+
+    fn handed_over(&self, group: &str) {
+        self.shard_handed_over(group);
     }
 }
 

@@ -10,38 +10,108 @@
 //! # Start and stop
 //!
 //! `run` starts, in order: the HTTP server and the plain tasks → the
-//! informers → (waits until every cache has synced, or fails naming the
-//! source) → leader election → the controllers. On SIGTERM or SIGINT (or
-//! [`Manager::shutdown_token`]) it stops them in the reverse order, the
-//! whole shutdown bounded by a graceful-shutdown timeout (default 30 s),
-//! after which the remaining tasks are aborted. A second signal forces the
-//! shutdown at once. `run` returns only when every task it started has
-//! stopped.
+//! informers → the controllers (each waits for its own caches, then
+//! reconciles what its [`Placement`] allows) → once every cache has synced
+//! (or the sync timeout has passed), the leader election and the shard
+//! membership. On SIGTERM or SIGINT (or [`Manager::shutdown_token`]) it
+//! stops them in the reverse order, the whole shutdown bounded by a
+//! graceful-shutdown timeout (default 30 s), after which the remaining
+//! tasks are aborted. A second signal forces the shutdown at once. `run`
+//! returns only when every task it started has stopped.
+//!
+//! # Placement
+//!
+//! Every controller and task says where it runs ([`Placement`]): on every
+//! replica, only on the leader of the manager's election
+//! ([`ManagerBuilder::leader_election`]), or, for controllers, sharded over
+//! the members of its membership ([`ManagerBuilder::sharding`]). One manager
+//! holds any mix: a sharded main controller beside a leader-only garbage
+//! collector and a metrics exporter on every replica. A runnable placed
+//! where the manager cannot put it (leader-only without an election,
+//! sharded without a membership, a writing client that cannot be fenced) is
+//! refused when it is registered.
+//!
+//! ```
+//! # use std::convert::Infallible;
+//! # use tend::controller::{Action, Context, Reconciler};
+//! # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+//! # tend::impl_object!(Item, key: name: String, version: version);
+//! # struct Noop;
+//! # impl Reconciler<Item> for Noop {
+//! #     type Error = Infallible;
+//! #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+//! # }
+//! use tend::manager::{InProcessElection, Manager};
+//! use tend::memory::MemoryStore;
+//! use tend::placement::Placement;
+//! use tend::shard::{InProcessMembership, ShardCount};
+//! use tend::Informer;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let shards = ShardCount::new(64)?;
+//! let group = InProcessMembership::new("items", shards);
+//! let election = InProcessElection::new("items-gc");
+//! let mut manager = Manager::builder()
+//!     .sharding(group.member("replica-0"), shards)
+//!     .leader_election(election.candidate())
+//!     .without_signals()
+//!     .build()?;
+//! let store = MemoryStore::<Item>::new("items");
+//! let items = manager.informer("items", || Informer::builder(store.clone()).build())?;
+//! let main = manager.controller("items", &items, Noop).build()?;
+//! manager.add_controller_on(main, Placement::Sharded)?;
+//! let gc = manager.controller("items-gc", &items, Noop).build()?;
+//! manager.add_controller_on(gc, Placement::Leader)?;
+//! manager.add_task_on("exporter", Placement::Everywhere, |stop| async move {
+//!     stop.cancelled().await;
+//!     Ok(())
+//! })?;
+//! # Ok(()) }
+//! ```
 //!
 //! # Leader election
 //!
-//! With a [`LeaderElector`], informers run at once (a warm standby: its
-//! caches are full when it wins, so failover is fast) but controllers start
-//! only once this replica leads. Reconcilers get the leader's fencing token
-//! from [`Context::fencing_token`](crate::controller::Context::fencing_token).
+//! With a [`LeaderElector`], leader-only controllers run on every replica
+//! as warm standbys: subscribed, their caches synced and their queues
+//! filled, but no key handed out until this replica leads; a replica that
+//! wins starts reconciling at once, with nothing to replay (a delete seen
+//! while standing by is reconciled then, with its last state). Leader-only
+//! tasks start when this replica wins. Reconcilers get the leader's fencing
+//! token from [`Context::fencing_token`](crate::controller::Context::fencing_token).
 //!
-//! When the leadership is lost, no new reconcile starts, in-flight ones are
-//! cancelled at once (no grace period: another replica may already be
-//! acting on the same keys), and `run` returns
+//! When the leadership is lost, no new leader-only reconcile starts,
+//! in-flight ones are cancelled at once (no grace period: another replica
+//! may already be acting on the same keys), leader-only tasks are
+//! cancelled (with the grace), and `run` returns
 //! [`ManagerError::LostLeadership`]. The process should then exit (and be
-//! restarted by its supervisor) rather than campaign again: a deposed leader
-//! cannot know how stale its view is or which of its writes landed, and a
-//! fresh process starts from a clean state with new caches and a new token.
+//! restarted by its supervisor): a deposed leader cannot know which of its
+//! writes landed, and a fresh process starts from a clean state. With
+//! [`ManagerBuilder::campaign_again`] it stands by and campaigns again
+//! instead: its leader-only runnables start again, with the new token, when
+//! it wins again.
 //!
 //! # Sharding
 //!
-//! With [`ManagerBuilder::sharding`] (instead of leader election) every
-//! replica runs, and the keys of the controllers registered with
-//! [`Manager::add_sharded_controller`] are spread over the live members of
-//! a [`Membership`](crate::shard::Membership) group: each replica
-//! reconciles only the keys of the shards it owns, with the shard's fencing
-//! token. A lost membership stops every reconcile and fails `run` with
-//! [`ManagerError::LostMembership`]; the process should exit.
+//! With [`ManagerBuilder::sharding`] every replica runs, and the keys of the
+//! sharded controllers are spread over the live members of a
+//! [`Membership`](crate::shard::Membership) group: each replica reconciles
+//! only the keys of the shards it owns, with the shard's fencing token (see
+//! [`Sharding`]). A lost membership stops every sharded reconcile at once
+//! and fails `run` with [`ManagerError::LostMembership`]; the process
+//! should exit.
+//!
+//! # Caches that do not sync
+//!
+//! A controller starts once its own caches have synced: one informer that
+//! cannot sync (a source that keeps failing, a custom resource whose
+//! definition is not installed, a 403) holds back only the controllers that
+//! read it, which `/readyz` names. By default they wait for as long as it
+//! takes ([`UnsyncedCaches::Wait`]): the others keep working, and a
+//! definition installed later is picked up without a restart, while
+//! `/healthz` still fails once the source has kept failing past its stall
+//! bound, so a process whose own connection is broken is restarted.
+//! [`UnsyncedCaches::Fail`] fails `run` instead once the sync timeout has
+//! passed, as controller-runtime does.
 //!
 //! # Metrics and endpoints
 //!
@@ -59,7 +129,8 @@
 //! |---|---|
 //! | `/metrics` | the registry, in Prometheus text format 0.0.4 |
 //! | `/healthz` | 200 while no task has failed and nothing is stuck (see [Health](#health)); 503 with one line per reason otherwise |
-//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), and not shutting down; 503 with the reasons otherwise |
+//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), and not shutting down; 503 with the reasons otherwise, naming each informer and each controller not synced yet |
+//! | `/debug/runnables` | JSON: every controller and task, its placement, and whether it is active on this replica now |
 //! | `/debug/shards` | JSON, with sharding: the group, this member, the members it sees, the shards assigned to it and the shards it owns with their tokens (404 without sharding) |
 //! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys (string keys as written, an [`ObjectKey`](crate::ObjectKey) as `namespace/name`, others in their `Debug` form) with their age in seconds |
 //!
@@ -88,6 +159,7 @@
 //!
 //! [`ManagerBuilder::without_stall_checks`] keeps only the failed-task check.
 
+mod activity;
 mod builder;
 // Without `http`, parts only the endpoints read are unused.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
@@ -97,9 +169,10 @@ mod group;
 mod health;
 #[cfg(feature = "http")]
 mod http;
+mod leader_tasks;
 mod metrics;
 mod run;
-mod sharding;
+mod runnable;
 mod signals;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod status;
@@ -111,26 +184,27 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-pub use self::builder::ManagerBuilder;
+pub use self::builder::{ManagerBuilder, UnsyncedCaches};
 pub use crate::election::{
     ElectionConfig, ElectionConfigError, ElectionError, InProcessCandidate, InProcessElection,
     LeaderElector,
 };
 pub use prometheus_client;
 
-use self::erased::{ErasedController, FencingFn, SharedInformer};
+use self::activity::{Activity, active_for};
+use self::erased::SharedInformer;
 use self::metrics::Metrics;
-use self::sharding::Sharding;
+use self::runnable::{Placed, Task, TaskRun};
 use self::signals::Signals;
 use crate::controller::{
-    Controller, ControllerBuilder, ControllerError, KeyShards, Reconciler, ShardFeed, Watch,
+    Controller, ControllerBuilder, ControllerError, Ownership, Reconciler, Watch,
 };
 use crate::informer::{Informer, InformerError};
-use crate::shard::{MembershipError, Shard, ShardCount, ShardKey};
+use crate::placement::{Leadership, Placement, PlacementError, Sharding};
+use crate::shard::{MembershipError, ShardKey};
 use crate::source::{BoxError, Object};
 
 /// Why a manager could not be configured, or why it stopped.
@@ -171,8 +245,8 @@ pub enum ManagerError {
         #[source]
         source: InformerError,
     },
-    /// An informer's cache did not sync within the sync timeout; no
-    /// controller was started.
+    /// An informer's cache did not sync within the sync timeout, with
+    /// [`UnsyncedCaches::Fail`].
     #[error("informer `{informer}` never synced its cache")]
     CacheSync {
         /// The informer's registered name.
@@ -202,37 +276,76 @@ pub enum ManagerError {
     /// Campaigning or watching the leadership failed.
     #[error("leader election failed")]
     Election(#[source] ElectionError),
-    /// The leadership was lost: controllers were stopped and in-flight
-    /// reconciles cancelled. The process should exit (see the
-    /// [module docs](self)).
+    /// The leadership was lost: leader-only runnables were stopped and
+    /// their in-flight reconciles cancelled. The process should exit (see
+    /// the [module docs](self)).
     #[error("lost the leadership of `{election}`")]
     LostLeadership {
         /// The election's name.
         election: String,
     },
-    /// Both leader election and sharding were configured: they exclude
-    /// each other (sharding spreads the work; leader election gives all of
-    /// it to one replica).
-    #[error("leader election and sharding cannot both be configured")]
-    ShardingWithLeaderElection,
-    /// [`Manager::add_controller`] on a sharded manager: every replica
-    /// would reconcile every key. Use [`Manager::add_sharded_controller`].
+    /// A runnable placed on the leader, on a manager without leader
+    /// election.
+    #[error("`{runnable}` runs only on the leader, but the manager has no leader election")]
+    NoElection {
+        /// The controller's or task's name.
+        runnable: String,
+    },
+    /// A sharded controller on a manager without a shard membership.
+    #[error("`{runnable}` is sharded, but the manager has no shard membership")]
+    NoMembership {
+        /// The controller's name.
+        runnable: String,
+    },
+    /// A task placed [`Placement::Sharded`]: tasks have no keys to shard.
+    #[error("task `{task}` cannot be sharded")]
+    ShardedTask {
+        /// The task's name.
+        task: String,
+    },
+    /// [`Manager::add_controller`] on a manager with a membership and no
+    /// election: its default placement would reconcile every key on every
+    /// replica. Say where it runs with [`Manager::add_controller_on`].
     #[error("controller `{controller}` is not sharded, but the manager is")]
     UnshardedController {
         /// The controller's name.
         controller: String,
     },
+    /// A leader-only or sharded controller was given a client that cannot
+    /// be fenced: every write through it would fail with
+    /// [`ClientError::NoFencing`](crate::client::ClientError::NoFencing).
+    /// Give it a client made with a fencing authority (on memory and etcd,
+    /// `client_fenced_by`).
+    #[error(
+        "controller `{controller}` runs with fencing tokens, but its client for `{object_type}` cannot be fenced"
+    )]
+    UnfencedClient {
+        /// The controller's name.
+        controller: String,
+        /// The client's object type.
+        object_type: &'static str,
+    },
     /// Joining the membership or acquiring a shard failed.
     #[error("sharding failed")]
     Membership(#[source] MembershipError),
-    /// The membership ended (it expired, or was taken away): controllers
-    /// were stopped and in-flight reconciles cancelled. The process should
-    /// exit, as after a lost leadership.
+    /// The membership ended (it expired, or was taken away): sharded
+    /// reconciles were stopped at once. The process should exit, as after a
+    /// lost leadership.
     #[error("lost the membership of group `{group}`")]
     LostMembership {
         /// The group's name.
         group: String,
     },
+    /// No runnable of that name is registered with the running manager.
+    #[error("no controller named `{controller}` is running")]
+    UnknownController {
+        /// The name asked for.
+        controller: String,
+    },
+    /// The manager is not running (any more): a handle's call could not be
+    /// carried out.
+    #[error("the manager is not running")]
+    NotRunning,
     /// The signal handlers could not be installed.
     #[error("installing the signal handlers failed")]
     Signals(#[source] std::io::Error),
@@ -251,11 +364,16 @@ pub enum ManagerError {
     ForcedShutdown,
 }
 
-/// The long-running task of [`Manager::add_task`], boxed.
-type TaskFn = Box<
-    dyn FnOnce(CancellationToken) -> futures::future::BoxFuture<'static, Result<(), BoxError>>
-        + Send,
->;
+impl From<PlacementError> for ManagerError {
+    fn from(error: PlacementError) -> Self {
+        match error {
+            PlacementError::Election(error) => Self::Election(error),
+            PlacementError::LostLeadership { election } => Self::LostLeadership { election },
+            PlacementError::Membership(error) => Self::Membership(error),
+            PlacementError::LostMembership { group } => Self::LostMembership { group },
+        }
+    }
+}
 
 /// Runs controllers, shared informers and tasks; serves metrics and health.
 /// See the [module docs](self).
@@ -297,14 +415,12 @@ pub struct Manager {
     config: Config,
     registry: Registry,
     metrics: Metrics,
+    activity: Arc<Activity>,
     informers: Vec<(String, Arc<dyn SharedInformer>)>,
-    controllers: Vec<Box<dyn ErasedController>>,
-    tasks: Vec<(String, TaskFn)>,
-    elector: Option<Arc<dyn LeaderElector>>,
-    fencing: Arc<Mutex<Option<u64>>>,
-    sharding: Option<Arc<Sharding>>,
-    /// Each sharded controller's feed of an acquired shard's keys.
-    feeds: Vec<ShardFeed>,
+    controllers: Vec<Placed>,
+    tasks: Vec<Task>,
+    leadership: Option<Leadership>,
+    sharding: Option<Sharding>,
     signals: Signals,
     shutdown: CancellationToken,
     #[cfg(feature = "http")]
@@ -316,8 +432,18 @@ pub struct Manager {
 struct Config {
     grace: Duration,
     sync_timeout: Duration,
+    unsynced: UnsyncedCaches,
     standby_ready: bool,
     stalls: health::StallLimits,
+}
+
+impl Config {
+    /// A controller's shutdown grace at most: a fifth of the manager's
+    /// timeout is left to resign and stop the informers after the
+    /// controllers.
+    fn controller_grace(&self) -> Duration {
+        self.grace.mul_f64(0.8)
+    }
 }
 
 impl Manager {
@@ -329,35 +455,39 @@ impl Manager {
     fn assemble(builder: ManagerBuilder) -> Result<Self, ManagerError> {
         let mut registry = builder.registry.unwrap_or_default();
         let metrics = Metrics::register(&mut registry);
+        let activity = Arc::new(Activity::default());
+        registry.register_collector(Box::new(Arc::clone(&activity)));
         #[cfg(feature = "http")]
         let listener = match builder.http_address {
             Some(address) => Some(bind(address).map_err(ManagerError::Http)?),
             None => None,
         };
-        if let Some(elector) = &builder.elector {
+        let leadership = builder.elector.map(|elector| {
             metrics.set_leader(elector.name(), false);
-        }
-        if let Some((membership, _)) = &builder.sharding {
+            Leadership::from_arc(elector).campaign_again(builder.campaign_again)
+        });
+        let sharding = builder.sharding.map(|(membership, shards)| {
             metrics.set_shards_owned(membership.group(), 0);
-        }
+            Sharding::from_arc(membership, shards)
+                .handover_timeout(builder.handover)
+                .observer(Arc::new(metrics.clone()))
+        });
         Ok(Self {
             config: Config {
                 grace: builder.grace,
                 sync_timeout: builder.sync_timeout,
+                unsynced: builder.unsynced,
                 standby_ready: builder.standby_ready,
                 stalls: builder.stalls,
             },
             registry,
             metrics,
+            activity,
             informers: Vec::new(),
             controllers: Vec::new(),
             tasks: Vec::new(),
-            elector: builder.elector,
-            fencing: Arc::new(Mutex::new(None)),
-            sharding: builder.sharding.map(|(membership, shards)| {
-                Arc::new(Sharding::new(membership, shards, builder.handover))
-            }),
-            feeds: Vec::new(),
+            leadership,
+            sharding,
             signals: builder.signals,
             shutdown: CancellationToken::new(),
             #[cfg(feature = "http")]
@@ -369,8 +499,9 @@ impl Manager {
     ///
     /// Every controller that watches a source should get its informer here,
     /// under one name: they then share one list, one watch and one cache,
-    /// and the manager runs it and waits for it to sync before starting
-    /// controllers. An informer not registered here is never run.
+    /// and the manager runs it for as long as it runs (each controller
+    /// waits for the caches it reads before it starts). An informer not
+    /// registered here is never run.
     ///
     /// # Errors
     ///
@@ -381,14 +512,8 @@ impl Manager {
         name: &str,
         make: impl FnOnce() -> Result<Informer<O>, InformerError>,
     ) -> Result<Informer<O>, ManagerError> {
-        if let Some((_, shared)) = self.informers.iter().find(|(n, _)| n == name) {
-            return shared
-                .as_any()
-                .downcast_ref::<Informer<O>>()
-                .cloned()
-                .ok_or_else(|| ManagerError::InformerType {
-                    informer: name.to_owned(),
-                });
+        if let Some(found) = find_informer(&self.informers, name) {
+            return found;
         }
         let informer = make().map_err(|source| ManagerError::Informer {
             informer: name.to_owned(),
@@ -418,94 +543,133 @@ impl Manager {
             .queue_observer(self.metrics.queue_observer(name))
     }
 
-    /// Registers a controller, to be started once caches have synced (and
-    /// this replica leads, under leader election). Its shutdown grace is
-    /// capped at 80 % of the manager's graceful-shutdown timeout, so that a
-    /// slow reconcile still leaves time to resign and stop the informers.
+    /// Registers a controller at its default placement: only on the
+    /// leader on a manager with leader election
+    /// ([`Placement::Leader`]), else on every replica
+    /// ([`Placement::Everywhere`]). It starts when the manager runs and
+    /// reconciles once its caches have synced. Its shutdown grace is capped
+    /// at 80 % of the manager's graceful-shutdown timeout, so that a slow
+    /// reconcile still leaves time to resign and stop the informers.
     ///
     /// # Errors
     ///
     /// [`ManagerError::DuplicateController`] when a controller of that name
     /// is already registered; [`ManagerError::UnshardedController`] on a
-    /// sharded manager (use [`add_sharded_controller`](Self::add_sharded_controller)).
+    /// manager with a shard membership and no election (say where it runs
+    /// with [`add_controller_on`](Self::add_controller_on));
+    /// [`ManagerError::UnfencedClient`] for a leader-only controller with a
+    /// client that cannot be fenced.
     pub fn add_controller<O: Object, R: Reconciler<O>>(
         &mut self,
         controller: Controller<O, R>,
     ) -> Result<(), ManagerError> {
-        if self.sharding.is_some() {
-            return Err(ManagerError::UnshardedController {
-                controller: controller.name().to_owned(),
-            });
-        }
-        self.register(controller)
+        let ownership = match (&self.leadership, &self.sharding) {
+            (Some(leadership), _) => Some((Placement::Leader, leadership.ownership())),
+            (None, Some(_)) => {
+                return Err(ManagerError::UnshardedController {
+                    controller: controller.name().to_owned(),
+                });
+            }
+            (None, None) => None,
+        };
+        self.register(controller, ownership)
     }
 
-    /// Registers a controller that, on a manager built with
-    /// [`ManagerBuilder::sharding`], reconciles only the keys of the shards
-    /// this replica owns (by [`ShardCount::shard_of`] over the key's
-    /// [`ShardKey`]), each reconcile with its shard's fencing token in
-    /// [`Context::fencing_token`](crate::controller::Context::fencing_token).
-    /// Events of other shards' keys are not queued; the informers still
-    /// cache every key. On a manager without sharding, the same as
-    /// [`add_controller`](Self::add_controller).
+    /// Registers a controller that runs where `placement` says:
+    ///
+    /// - [`Placement::Everywhere`]: on every replica, every key, no fencing
+    ///   token;
+    /// - [`Placement::Leader`]: on the leader of the manager's election,
+    ///   every key with the leader's token, a warm standby elsewhere;
+    /// - [`Placement::Sharded`]: each key on the replica that owns its
+    ///   shard ([`ShardCount::shard_of`](crate::shard::ShardCount::shard_of)
+    ///   over its [`ShardKey`]), with the shard's token. Events of other
+    ///   shards' keys are not queued; the informers still cache every key.
     ///
     /// # Errors
     ///
-    /// [`ManagerError::DuplicateController`] when a controller of that name
-    /// is already registered.
-    pub fn add_sharded_controller<O, R>(
+    /// [`ManagerError::DuplicateController`];
+    /// [`ManagerError::NoElection`] or [`ManagerError::NoMembership`] when
+    /// the manager has nothing to place it with;
+    /// [`ManagerError::UnfencedClient`] for a leader-only or sharded
+    /// controller with a client that cannot be fenced.
+    pub fn add_controller_on<O, R>(
         &mut self,
-        mut controller: Controller<O, R>,
+        controller: Controller<O, R>,
+        placement: Placement,
     ) -> Result<(), ManagerError>
     where
         O: Object<Key: ShardKey>,
         R: Reconciler<O>,
     {
-        if let Some(sharding) = &self.sharding {
-            if self
-                .controllers
-                .iter()
-                .any(|c| c.name() == controller.name())
-            {
-                return Err(ManagerError::DuplicateController {
-                    controller: controller.name().to_owned(),
-                });
-            }
-            controller.set_shards(KeyShards {
-                owned: Arc::clone(&sharding.owned),
-                shard_of: shard_of::<O::Key>,
-            });
-            self.feeds.push(controller.shard_feed());
+        let ownership = self.ownership::<O::Key>(controller.name(), placement)?;
+        self.register(
+            controller,
+            ownership.map(|ownership| (placement, ownership)),
+        )
+    }
+
+    /// [`add_controller_on`](Self::add_controller_on) with
+    /// [`Placement::Sharded`].
+    ///
+    /// # Errors
+    ///
+    /// As there: [`ManagerError::NoMembership`] on a manager without a
+    /// shard membership.
+    pub fn add_sharded_controller<O, R>(
+        &mut self,
+        controller: Controller<O, R>,
+    ) -> Result<(), ManagerError>
+    where
+        O: Object<Key: ShardKey>,
+        R: Reconciler<O>,
+    {
+        self.add_controller_on(controller, Placement::Sharded)
+    }
+
+    /// The ownership a runnable placed at `placement` gets (`None`: every
+    /// key, no token), or why it cannot be placed there.
+    fn ownership<K: ShardKey>(
+        &self,
+        runnable: &str,
+        placement: Placement,
+    ) -> Result<Option<Ownership<K>>, ManagerError> {
+        match placement {
+            Placement::Everywhere => Ok(None),
+            Placement::Leader => match &self.leadership {
+                Some(leadership) => Ok(Some(leadership.ownership())),
+                None => Err(ManagerError::NoElection {
+                    runnable: runnable.to_owned(),
+                }),
+            },
+            Placement::Sharded => match &self.sharding {
+                Some(sharding) => Ok(Some(sharding.ownership())),
+                None => Err(ManagerError::NoMembership {
+                    runnable: runnable.to_owned(),
+                }),
+            },
         }
-        self.register(controller)
     }
 
     fn register<O: Object, R: Reconciler<O>>(
         &mut self,
-        mut controller: Controller<O, R>,
+        controller: Controller<O, R>,
+        ownership: Option<(Placement, Ownership<O::Key>)>,
     ) -> Result<(), ManagerError> {
         let name = controller.name().to_owned();
-        if self.controllers.iter().any(|c| c.name() == name) {
+        if self.controllers.iter().any(|c| c.view.name == name) {
             return Err(ManagerError::DuplicateController { controller: name });
         }
-        // Leave a fifth of the manager's timeout to resign and stop the
-        // informers after the controllers.
-        controller.cap_shutdown_grace(self.config.grace.mul_f64(0.8));
-        if self.elector.is_some() {
-            let fencing = Arc::clone(&self.fencing);
-            let token: FencingFn = Arc::new(move || *fencing.lock());
-            controller.set_fencing_token(token);
-        }
-        let controller: Box<dyn ErasedController> = Box::new(controller);
-        self.metrics
-            .add_controller(&name, controller.concurrency(), controller.queue());
-        self.controllers.push(controller);
+        let placed = Placed::new(controller, ownership)?;
+        self.metrics.add_controller(&placed);
+        self.note_activity(&name, "controller", placed.view.placement);
+        self.controllers.push(placed);
         Ok(())
     }
 
-    /// Registers a long-running task, started right after the HTTP server
-    /// (before informers) on every replica, leader or not, and stopped after
-    /// the informers. `task` gets a token cancelled when it must stop.
+    /// Registers a long-running task that runs on every replica, started
+    /// right after the HTTP server (before informers) and stopped after the
+    /// informers. `task` gets a token cancelled when it must stop.
     ///
     /// A task that returns `Ok` early simply ends; one that returns an error
     /// or panics stops the manager with [`ManagerError::TaskFailed`].
@@ -519,14 +683,67 @@ impl Manager {
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        if self.tasks.iter().any(|(n, _)| n == name) {
+        let task = TaskRun::once(task);
+        self.push_task(name, Placement::Everywhere, task)
+    }
+
+    /// Registers a long-running task that runs where `placement` says:
+    /// on every replica ([`Placement::Everywhere`], as
+    /// [`add_task`](Self::add_task)), or only on the leader
+    /// ([`Placement::Leader`]): started each time this replica wins the
+    /// election (so `task` may be called more than once), and cancelled
+    /// when it loses or the manager stops, with the controllers' shutdown
+    /// grace before it is aborted. Tasks are never sharded.
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::DuplicateTask`]; [`ManagerError::NoElection`] for a
+    /// leader-only task on a manager without leader election;
+    /// [`ManagerError::ShardedTask`].
+    pub fn add_task_on<F, Fut>(
+        &mut self,
+        name: &str,
+        placement: Placement,
+        task: F,
+    ) -> Result<(), ManagerError>
+    where
+        F: FnMut(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        match placement {
+            Placement::Sharded => Err(ManagerError::ShardedTask {
+                task: name.to_owned(),
+            }),
+            Placement::Leader if self.leadership.is_none() => Err(ManagerError::NoElection {
+                runnable: name.to_owned(),
+            }),
+            _ => self.push_task(name, placement, TaskRun::repeated(task)),
+        }
+    }
+
+    fn push_task(
+        &mut self,
+        name: &str,
+        placement: Placement,
+        run: TaskRun,
+    ) -> Result<(), ManagerError> {
+        if self.tasks.iter().any(|task| task.name == name) {
             return Err(ManagerError::DuplicateTask {
                 task: name.to_owned(),
             });
         }
-        let task: TaskFn = Box::new(move |cancel| Box::pin(task(cancel)));
-        self.tasks.push((name.to_owned(), task));
+        self.note_activity(name, "task", placement);
+        self.tasks.push(Task {
+            name: name.to_owned(),
+            placement,
+            run,
+        });
         Ok(())
+    }
+
+    fn note_activity(&self, name: &str, kind: &str, placement: Placement) {
+        let active = active_for(placement, self.leadership.as_ref(), self.sharding.as_ref());
+        self.activity.add(name, kind, placement, active);
     }
 
     /// The metrics registry, to register your own metrics next to the
@@ -549,28 +766,61 @@ impl Manager {
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
     }
+
+    /// The manager's leadership, with leader election: whether this
+    /// replica leads, and its term.
+    #[must_use]
+    pub fn leadership(&self) -> Option<&Leadership> {
+        self.leadership.as_ref()
+    }
+
+    /// The manager's sharding, with a shard membership: what this replica
+    /// owns.
+    #[must_use]
+    pub fn sharding(&self) -> Option<&Sharding> {
+        self.sharding.as_ref()
+    }
+}
+
+/// The informer registered as `name`, if any (`Err` when of another type).
+fn find_informer<O: Object>(
+    informers: &[(String, Arc<dyn SharedInformer>)],
+    name: &str,
+) -> Option<Result<Informer<O>, ManagerError>> {
+    let (_, shared) = informers.iter().find(|(n, _)| n == name)?;
+    Some(
+        shared
+            .as_any()
+            .downcast_ref::<Informer<O>>()
+            .cloned()
+            .ok_or_else(|| ManagerError::InformerType {
+                informer: name.to_owned(),
+            }),
+    )
 }
 
 impl fmt::Debug for Manager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let informers: Vec<_> = self.informers.iter().map(|(n, _)| n.as_str()).collect();
-        let controllers: Vec<_> = self.controllers.iter().map(|c| c.name()).collect();
-        let tasks: Vec<_> = self.tasks.iter().map(|(n, _)| n.as_str()).collect();
+        let controllers: Vec<_> = self
+            .controllers
+            .iter()
+            .map(|c| (c.view.name.as_str(), c.view.placement))
+            .collect();
+        let tasks: Vec<_> = self
+            .tasks
+            .iter()
+            .map(|t| (t.name.as_str(), t.placement))
+            .collect();
         f.debug_struct("Manager")
             .field("config", &self.config)
             .field("informers", &informers)
             .field("controllers", &controllers)
             .field("tasks", &tasks)
-            .field("leader_election", &self.elector.as_ref().map(|e| e.name()))
-            .field("sharding", &self.sharding.as_ref().map(|s| s.group()))
+            .field("leadership", &self.leadership)
+            .field("sharding", &self.sharding)
             .finish_non_exhaustive()
     }
-}
-
-/// A key's shard: `ShardCount::shard_of` as a plain function, so that a
-/// controller keeps it without a `ShardKey` bound.
-fn shard_of<K: ShardKey>(count: ShardCount, key: &K) -> Shard {
-    count.shard_of(key)
 }
 
 #[cfg(feature = "http")]

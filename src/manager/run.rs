@@ -3,39 +3,54 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::erased::{ControllerView, QueueView, SharedInformer};
+use super::erased::SharedInformer;
 use super::group::{Exit, Group};
-use super::metrics::Metrics;
-use super::sharding::Ownership;
+use super::leader_tasks::LeaderTasks;
+use super::runnable::{Placed, Start};
 use super::status::Status;
-use super::{LeaderElector, Manager, ManagerError, signals};
-
-/// How long a stopping manager waits for its elector to resign.
-const RESIGN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+use super::{Manager, ManagerError, UnsyncedCaches, signals};
+use crate::placement::Placement;
 
 /// The running layers, in start order. Dropping them aborts every task.
-struct Layers {
+pub(super) struct Layers {
     signals: Group,
     http: Group,
     tasks: Group,
     informers: Group,
-    election: Group,
+    /// The leadership and the sharding.
+    placement: Group,
+    /// Leader-only tasks, started and stopped with the leadership.
+    leader_tasks: Group,
     controllers: Group,
 }
 
 impl Layers {
+    fn new() -> Self {
+        Self {
+            signals: Group::new(),
+            http: Group::new(),
+            tasks: Group::new(),
+            informers: Group::new(),
+            placement: Group::new(),
+            leader_tasks: Group::new(),
+            controllers: Group::new(),
+        }
+    }
+
     /// The next task of any layer (but the signal watcher) to end.
     async fn next_exit(&mut self) -> (String, Exit) {
         tokio::select! {
             exit = self.http.next_exit() => exit,
             exit = self.tasks.next_exit() => exit,
             exit = self.informers.next_exit() => exit,
-            exit = self.election.next_exit() => exit,
+            exit = self.placement.next_exit() => exit,
+            exit = self.leader_tasks.next_exit() => exit,
             exit = self.controllers.next_exit() => exit,
         }
     }
@@ -62,52 +77,11 @@ impl Layers {
 
     async fn abort_all(&mut self) {
         self.controllers.abort().await;
-        self.election.abort().await;
+        self.leader_tasks.abort().await;
+        self.placement.abort().await;
         self.informers.abort().await;
         self.tasks.abort().await;
         self.http.abort().await;
-    }
-}
-
-/// What the leadership watcher does the moment leadership is lost.
-struct Leadership {
-    elector: Arc<dyn LeaderElector>,
-    fencing: Arc<Mutex<Option<u64>>>,
-    queues: Vec<Arc<dyn QueueView>>,
-    abort: CancellationToken,
-    status: Arc<Status>,
-    metrics: Metrics,
-}
-
-impl Leadership {
-    fn set(&self, token: Option<u64>) {
-        *self.fencing.lock() = token;
-        self.status.leader.store(token.is_some(), Ordering::Release);
-        self.metrics
-            .set_leader(self.elector.name(), token.is_some());
-    }
-
-    /// Waits for the loss, then stops every reconcile at once.
-    async fn watch(self, cancel: CancellationToken) -> Exit {
-        tokio::select! {
-            () = cancel.cancelled() => return Ok(()),
-            () = self.elector.lost() => {}
-        }
-        tracing::error!(
-            election = self.elector.name(),
-            "lost the leadership, cancelling reconciles"
-        );
-        // No reconcile may start from here on: shut the queues, cancel the
-        // running ones, and only then clear the token (a reconcile started
-        // in between would run without one).
-        for queue in &self.queues {
-            queue.shutdown();
-        }
-        self.abort.cancel();
-        self.set(None);
-        Err(ManagerError::LostLeadership {
-            election: self.elector.name().to_owned(),
-        })
     }
 }
 
@@ -118,12 +92,14 @@ impl Manager {
     /// # Errors
     ///
     /// `Ok(())` after a clean shutdown. Otherwise the first cause of the
-    /// stop: [`ManagerError::CacheSync`] (naming the informer),
-    /// [`ManagerError::LostLeadership`], [`ManagerError::TaskFailed`],
+    /// stop: [`ManagerError::CacheSync`] (naming the informer, with
+    /// [`UnsyncedCaches::Fail`]), [`ManagerError::LostLeadership`],
+    /// [`ManagerError::LostMembership`], [`ManagerError::TaskFailed`],
     /// [`ManagerError::Controller`], [`ManagerError::Informer`],
-    /// [`ManagerError::Election`], [`ManagerError::Signals`] or
-    /// [`ManagerError::Http`]; and, when the stop itself was cut short,
-    /// [`ManagerError::ShutdownTimeout`] or [`ManagerError::ForcedShutdown`].
+    /// [`ManagerError::Election`], [`ManagerError::Membership`],
+    /// [`ManagerError::Signals`] or [`ManagerError::Http`]; and, when the
+    /// stop itself was cut short, [`ManagerError::ShutdownTimeout`] or
+    /// [`ManagerError::ForcedShutdown`].
     ///
     /// # Cancel safety
     ///
@@ -134,14 +110,7 @@ impl Manager {
     pub async fn run(mut self) -> Result<(), ManagerError> {
         let stop = self.shutdown.clone();
         let force = CancellationToken::new();
-        let mut layers = Layers {
-            signals: Group::new(),
-            http: Group::new(),
-            tasks: Group::new(),
-            informers: Group::new(),
-            election: Group::new(),
-            controllers: Group::new(),
-        };
+        let mut layers = Layers::new();
         if let Some(stream) =
             std::mem::replace(&mut self.signals, super::Signals::Off).into_stream()?
         {
@@ -156,7 +125,7 @@ impl Manager {
         self.start_tasks(&mut layers);
         self.start_informers(&mut layers);
         let abort = CancellationToken::new();
-        let cause = self.start(&mut layers, &status, &stop, &abort).await;
+        let cause = self.start(&mut layers, &stop, &abort).await;
         if let Err(error) = &cause {
             status.set_failed(error.to_string());
         }
@@ -167,21 +136,13 @@ impl Manager {
 
     fn status(&self) -> Status {
         Status {
-            informers: self.informers.clone(),
-            controllers: self
-                .controllers
-                .iter()
-                .map(|c| ControllerView {
-                    name: c.name().to_owned(),
-                    queue: c.queue(),
-                    reconcile_timeout: c.reconcile_timeout(),
-                })
-                .collect(),
+            informers: Mutex::new(self.informers.clone()),
+            controllers: Mutex::new(self.controllers.iter().map(|c| c.view.clone()).collect()),
+            activity: Arc::clone(&self.activity),
             stalls: self.config.stalls,
-            elected: self.elector.is_some(),
+            leadership: self.leadership.clone(),
             sharding: self.sharding.clone(),
             standby_ready: self.config.standby_ready,
-            leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             failed: Mutex::new(None),
         }
@@ -200,114 +161,111 @@ impl Manager {
     #[cfg(not(feature = "http"))]
     fn start_http(&mut self, _layers: &mut Layers, _status: &Arc<Status>) {}
 
+    /// Starts the tasks that run everywhere.
     fn start_tasks(&mut self, layers: &mut Layers) {
-        for (name, task) in self.tasks.drain(..) {
-            let run = task(layers.tasks.token());
-            let task = name.clone();
-            layers.tasks.spawn(name, async move {
+        for task in &mut self.tasks {
+            if task.placement != Placement::Everywhere {
+                continue;
+            }
+            let Some(run) = task.run.start(layers.tasks.token()) else {
+                continue;
+            };
+            let name = task.name.clone();
+            layers.tasks.spawn(task.name.clone(), async move {
                 run.await
-                    .map_err(|source| ManagerError::TaskFailed { task, source })
+                    .map_err(|source| ManagerError::TaskFailed { task: name, source })
             });
         }
     }
 
     fn start_informers(&self, layers: &mut Layers) {
         for (name, informer) in &self.informers {
-            let run = informer.run(layers.informers.token());
-            let informer = name.clone();
-            layers
-                .informers
-                .spawn(format!("informer {name}"), async move {
-                    run.await
-                        .map_err(|source| ManagerError::Informer { informer, source })
-                });
+            spawn_informer(layers, name, informer);
         }
     }
 
-    /// Waits for the caches, wins the election, starts the controllers and
-    /// waits for a stop; returns why it stopped.
+    /// Starts the controllers, waits for the caches, then the leadership
+    /// and the sharding; waits for a stop; returns why it stopped.
     async fn start(
         &mut self,
         layers: &mut Layers,
-        status: &Arc<Status>,
         stop: &CancellationToken,
         abort: &CancellationToken,
     ) -> Exit {
-        let synced = wait_synced(&self.informers, self.config.sync_timeout);
+        for placed in std::mem::take(&mut self.controllers) {
+            self.start_controller(layers, placed, abort);
+        }
+        let synced = wait_synced(
+            &self.informers,
+            self.config.sync_timeout,
+            self.config.unsynced,
+        );
         match layers.until(stop, synced).await {
             Ok(synced) => synced?,
             Err(cause) => return cause,
         }
-        tracing::info!(informers = self.informers.len(), "caches synced");
-        if let Some(elector) = self.elector.clone() {
-            let token = match layers.until(stop, elector.campaign()).await {
-                Ok(won) => won.map_err(ManagerError::Election)?,
-                Err(cause) => return cause,
-            };
-            tracing::info!(election = elector.name(), token, "leading");
-            let leadership = Leadership {
-                elector,
-                fencing: Arc::clone(&self.fencing),
-                queues: status
-                    .controllers
-                    .iter()
-                    .map(|c| Arc::clone(&c.queue))
-                    .collect(),
-                abort: abort.clone(),
-                status: Arc::clone(status),
-                metrics: self.metrics.clone(),
-            };
-            leadership.set(Some(token));
-            let watch = leadership.watch(layers.election.token());
-            layers.election.spawn("leader election", watch);
-        }
-        if let Err(cause) = self.start_sharding(layers, status, stop, abort).await {
-            return cause;
-        }
-        for controller in self.controllers.drain(..) {
-            let name = controller.name().to_owned();
-            let run = controller.start(layers.controllers.token(), abort.clone());
-            let controller = name.clone();
-            layers.controllers.spawn(name, async move {
-                run.await
-                    .map_err(|source| ManagerError::Controller { controller, source })
-            });
-        }
+        self.start_placement(layers);
         match layers.until(stop, std::future::pending::<()>()).await {
             Ok(()) => Ok(()),
             Err(cause) => cause,
         }
     }
 
-    /// Joins the membership and starts following it (when sharded).
-    async fn start_sharding(
-        &mut self,
+    /// Starts one controller in the controllers' layer.
+    pub(super) fn start_controller(
+        &self,
         layers: &mut Layers,
-        status: &Status,
-        stop: &CancellationToken,
+        placed: Placed,
         abort: &CancellationToken,
-    ) -> Result<(), Exit> {
-        let Some(sharding) = self.sharding.clone() else {
-            return Ok(());
+    ) -> CancellationToken {
+        let stop = layers.controllers.token().child_token();
+        let start = Start {
+            stop: stop.clone(),
+            abort: abort.clone(),
+            max_grace: self.config.controller_grace(),
+            // The manager decides what a cache that does not sync does.
+            sync_timeout: Duration::MAX,
         };
-        match layers.until(stop, sharding.membership.join()).await {
-            Ok(joined) => joined.map_err(|error| Err(ManagerError::Membership(error)))?,
-            Err(cause) => return Err(cause),
+        let name = placed.view.name.clone();
+        let run = placed.controller.start(start);
+        let controller = name.clone();
+        layers.controllers.spawn(name, async move {
+            run.await
+                .map_err(|source| ManagerError::Controller { controller, source })
+        });
+        stop
+    }
+
+    /// Starts the leadership (with its leader-only tasks) and the sharding.
+    fn start_placement(&mut self, layers: &mut Layers) {
+        if let Some(leadership) = self.leadership.clone() {
+            let token = layers.placement.token();
+            layers.placement.spawn("leader election", async move {
+                leadership.run(token).await.map_err(ManagerError::from)
+            });
         }
-        *sharding.joined.lock() = Some(Instant::now());
-        tracing::info!(group = sharding.group(), member = %sharding.membership.id(), "joined");
-        let queues = status
-            .controllers
-            .iter()
-            .map(|c| Arc::clone(&c.queue))
-            .collect();
-        let feeds = std::mem::take(&mut self.feeds);
-        let ownership =
-            Ownership::new(sharding, feeds, queues, abort.clone(), self.metrics.clone());
-        layers
-            .election
-            .spawn("sharding", ownership.run(layers.election.token()));
-        Ok(())
+        if let Some(leadership) = self.leadership.clone() {
+            let tasks = std::mem::take(&mut self.tasks)
+                .into_iter()
+                .filter(|task| task.placement == Placement::Leader)
+                .collect();
+            let follower = LeaderTasks::new(
+                leadership,
+                tasks,
+                self.metrics.clone(),
+                self.config.controller_grace(),
+            );
+            let token = layers.leader_tasks.token();
+            layers
+                .leader_tasks
+                .spawn("leader-only tasks", follower.run(token));
+        }
+        if let Some(sharding) = self.sharding.clone() {
+            let token = layers.placement.token();
+            layers.placement.spawn("sharding", async move {
+                sharding.run(token).await.map_err(ManagerError::from)
+            });
+        }
     }
 
     /// Stops the layers in reverse order within the graceful-shutdown
@@ -324,7 +282,7 @@ impl Manager {
         let deadline = crate::time::deadline(Instant::now(), grace);
         tracing::info!(?grace, "shutting down");
         let ended = {
-            let orderly = self.stop_in_order(layers, status);
+            let orderly = stop_in_order(layers);
             tokio::select! {
                 biased;
                 () = force.cancelled() => Err(ManagerError::ForcedShutdown),
@@ -343,55 +301,63 @@ impl Manager {
         }
         ended
     }
-
-    async fn stop_in_order(&mut self, layers: &mut Layers, status: &Status) -> Exit {
-        let mut first = layers.controllers.stop().await;
-        // The sharding task gives its shards up and leaves here.
-        let followed = layers.election.stop().await;
-        if self.sharding.is_some() && first.is_ok() {
-            first = followed;
-        }
-        if let Some(elector) = &self.elector {
-            if status.leader.swap(false, Ordering::AcqRel) {
-                *self.fencing.lock() = None;
-                self.metrics.set_leader(elector.name(), false);
-            }
-            // Also after a lost leadership or as a standby: withdraw the
-            // candidacy, so that a lease still renewing keeps no one out.
-            // Bounded, as the elector's backend may be what failed.
-            match tokio::time::timeout(RESIGN_TIMEOUT, elector.resign()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => tracing::warn!(%error, "resigning the leadership failed"),
-                Err(_) => {
-                    tracing::warn!(timeout = ?RESIGN_TIMEOUT, "resigning the leadership timed out");
-                }
-            }
-        }
-        for group in [&mut layers.tasks, &mut layers.informers, &mut layers.http] {
-            let stopped = group.stop().await;
-            if first.is_ok() {
-                first = stopped;
-            }
-        }
-        first
-    }
 }
 
-/// Waits until every informer has synced, within one overall timeout.
+/// Controllers, then leader-only tasks, then the leadership (which
+/// resigns) and the sharding (which hands its shards over and leaves), then
+/// tasks, informers and the HTTP server; the first error.
+async fn stop_in_order(layers: &mut Layers) -> Exit {
+    let mut first = Ok(());
+    for group in [
+        &mut layers.controllers,
+        &mut layers.leader_tasks,
+        &mut layers.placement,
+        &mut layers.tasks,
+        &mut layers.informers,
+        &mut layers.http,
+    ] {
+        let stopped = group.stop().await;
+        if first.is_ok() {
+            first = stopped;
+        }
+    }
+    first
+}
+
+/// Runs a registered informer in the informers' layer.
+pub(super) fn spawn_informer(layers: &mut Layers, name: &str, informer: &Arc<dyn SharedInformer>) {
+    let run = informer.run(layers.informers.token());
+    let informer = name.to_owned();
+    layers
+        .informers
+        .spawn(format!("informer {name}"), async move {
+            run.await
+                .map_err(|source| ManagerError::Informer { informer, source })
+        });
+}
+
+/// Waits until every informer has synced, within one overall timeout;
+/// past it, fails naming the first informer not synced
+/// ([`UnsyncedCaches::Fail`]) or goes on ([`UnsyncedCaches::Wait`]).
 async fn wait_synced(
     informers: &[(String, Arc<dyn SharedInformer>)],
-    timeout: std::time::Duration,
+    timeout: Duration,
+    unsynced: UnsyncedCaches,
 ) -> Exit {
     let deadline = crate::time::deadline(Instant::now(), timeout);
     for (name, informer) in informers {
         let left = deadline.saturating_duration_since(Instant::now());
-        informer
-            .wait_synced(left)
-            .await
-            .map_err(|source| ManagerError::CacheSync {
+        let Err(source) = informer.wait_synced(left).await else {
+            continue;
+        };
+        if unsynced == UnsyncedCaches::Fail {
+            return Err(ManagerError::CacheSync {
                 informer: name.clone(),
                 source,
-            })?;
+            });
+        }
+        tracing::warn!(informer = %name, error = %source, "not synced within the sync timeout; its controllers wait for it, the others run");
     }
+    tracing::info!(informers = informers.len(), "caches synced (or waited for)");
     Ok(())
 }

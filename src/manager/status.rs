@@ -7,9 +7,10 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::activity::{Activity, RunnableReport};
 use super::erased::{ControllerView, SharedInformer};
 use super::health::{StallLimits, Unhealthy, stuck_keys};
-use super::sharding::{ShardReport, Sharding};
+use crate::placement::{Leadership, ShardReport, Sharding};
 
 /// How many in-flight keys `/debug/queues` lists per controller, and
 /// `/healthz` per stuck controller.
@@ -17,20 +18,20 @@ const OLDEST_KEYS: usize = 10;
 
 /// The manager's live state, shared with the HTTP server.
 ///
-/// Flags are atomics; `failed` is a lock held only to copy a string, never
-/// across an `.await`.
+/// Flags are atomics; the lists and `failed` are locks held only to copy
+/// or change them, never across an `.await`.
 pub(super) struct Status {
-    pub(super) informers: Vec<(String, Arc<dyn SharedInformer>)>,
-    pub(super) controllers: Vec<ControllerView>,
+    pub(super) informers: Mutex<Vec<(String, Arc<dyn SharedInformer>)>>,
+    pub(super) controllers: Mutex<Vec<ControllerView>>,
+    pub(super) activity: Arc<Activity>,
     /// When `/healthz` calls a key stuck or an informer stalled.
     pub(super) stalls: StallLimits,
-    /// Whether leader election is configured.
-    pub(super) elected: bool,
+    /// The leadership, with leader election.
+    pub(super) leadership: Option<Leadership>,
     /// The sharding, when configured.
-    pub(super) sharding: Option<Arc<Sharding>>,
+    pub(super) sharding: Option<Sharding>,
     /// Whether a standby (not leader) counts as ready.
     pub(super) standby_ready: bool,
-    pub(super) leader: AtomicBool,
     pub(super) stopping: AtomicBool,
     pub(super) failed: Mutex<Option<String>>,
 }
@@ -65,15 +66,43 @@ impl Status {
             .map(Unhealthy::Failed)
             .into_iter()
             .collect();
-        for controller in &self.controllers {
+        for controller in self.controllers.lock().iter() {
             let timeout = controller.reconcile_timeout;
             if let Some(bound) = self.stalls.key_bound(timeout) {
                 let held = controller.queue.held_longer_than(Some(bound), OLDEST_KEYS);
                 reasons.extend(stuck_keys(&controller.name, timeout, bound, held));
             }
         }
-        for (name, informer) in &self.informers {
+        for (name, informer) in self.informers.lock().iter() {
             reasons.extend(self.stalls.informer_stall(name, &informer.stats(), now));
+        }
+        reasons
+    }
+
+    /// Each informer not synced, and each controller waiting for one.
+    fn unsynced(&self) -> Vec<String> {
+        let informers = self.informers.lock();
+        let waiting: Vec<_> = informers
+            .iter()
+            .filter(|(_, informer)| !informer.is_synced())
+            .collect();
+        let mut reasons: Vec<String> = waiting
+            .iter()
+            .map(|(name, _)| format!("informer `{name}` has not synced"))
+            .collect();
+        for controller in self.controllers.lock().iter() {
+            let on: Vec<_> = waiting
+                .iter()
+                .filter(|(_, informer)| controller.informers.contains(&informer.id()))
+                .map(|(name, _)| format!("`{name}`"))
+                .collect();
+            if !on.is_empty() {
+                reasons.push(format!(
+                    "controller `{}` is waiting for {}",
+                    controller.name,
+                    on.join(", ")
+                ));
+            }
         }
         reasons
     }
@@ -85,12 +114,9 @@ impl Status {
         if self.stopping.load(Ordering::Acquire) {
             reasons.push("shutting down".to_owned());
         }
-        for (name, informer) in &self.informers {
-            if !informer.is_synced() {
-                reasons.push(format!("informer `{name}` has not synced"));
-            }
-        }
-        if self.elected && !self.standby_ready && !self.leader.load(Ordering::Acquire) {
+        reasons.extend(self.unsynced());
+        let standby = self.leadership.as_ref().is_some_and(|l| !l.is_leader());
+        if standby && !self.standby_ready {
             reasons.push("not the leader".to_owned());
         }
         if let Some(sharding) = self.sharding.as_ref().filter(|s| !s.waited_enough()) {
@@ -119,11 +145,13 @@ impl Status {
     /// in-flight keys.
     pub(super) fn queues(&self) -> Vec<QueueReport> {
         self.controllers
+            .lock()
             .iter()
             .map(|controller| {
                 let stats = controller.queue.stats();
                 QueueReport {
                     controller: controller.name.clone(),
+                    placement: controller.placement.as_str(),
                     queued: stats.ready,
                     delayed: stats.scheduled,
                     in_flight: stats.in_flight,
@@ -145,7 +173,13 @@ impl Status {
     /// `/debug/shards`: the sharding as this replica sees it (`None`
     /// without sharding).
     pub(super) fn shards(&self) -> Option<ShardReport> {
-        self.sharding.as_ref().map(|sharding| sharding.report())
+        self.sharding.as_ref().map(Sharding::report)
+    }
+
+    /// `/debug/runnables`: every controller and task, its placement, and
+    /// whether it is active here.
+    pub(super) fn runnables(&self) -> Vec<RunnableReport> {
+        self.activity.report()
     }
 
     pub(super) fn set_failed(&self, failure: String) {
@@ -157,6 +191,7 @@ impl Status {
 #[derive(Debug, Serialize)]
 pub(super) struct QueueReport {
     controller: String,
+    placement: &'static str,
     queued: usize,
     delayed: usize,
     in_flight: usize,
@@ -199,13 +234,13 @@ mod tests {
         informers: Vec<(String, Arc<dyn SharedInformer>)>,
     ) -> Status {
         Status {
-            informers,
-            controllers,
+            informers: Mutex::new(informers),
+            controllers: Mutex::new(controllers),
+            activity: Arc::default(),
             stalls: StallLimits::DEFAULT,
-            elected: false,
+            leadership: None,
             sharding: None,
             standby_ready: true,
-            leader: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             failed: Mutex::new(None),
         }
@@ -214,8 +249,10 @@ mod tests {
     fn widgets(queue: &WorkQueue<String>, reconcile_timeout: Option<Duration>) -> ControllerView {
         ControllerView {
             name: "widgets".to_owned(),
+            placement: crate::placement::Placement::Everywhere,
             queue: Arc::new(queue.clone()),
             reconcile_timeout,
+            informers: Vec::new(),
         }
     }
 

@@ -117,6 +117,10 @@ impl<O: Object> MemoryBackend<O> {
 impl<O: Object> Backend for MemoryBackend<O> {
     type Object = O;
 
+    fn fences(&self) -> bool {
+        self.fencing.is_some()
+    }
+
     fn name(&self) -> &str {
         &self.store.shared.name
     }

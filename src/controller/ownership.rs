@@ -1,15 +1,25 @@
-//! Which shards this replica owns now: what a sharded controller's enqueue
-//! path and workers consult, and what the manager's sharding changes.
+//! Which keys this replica may reconcile now: the one interface between a
+//! controller and whoever decides where it runs (a leader election, a
+//! shard membership, or nobody).
+//!
+//! An [`Ownership`] maps each key to a slot of an [`Owned`] table (a shard,
+//! or the single slot of a leadership). A slot is owned with a fencing
+//! token, or not owned; a reconcile of a key starts only while its slot is
+//! owned, and runs under the slot's token. What happens to a key whose
+//! slot is not owned depends on why: a sharded controller *skips* it (its
+//! owner elsewhere reconciles it, and the slot's keys are queued again from
+//! the cache if it is gained here), a leader-only controller *keeps* it
+//! queued and waits (a warm standby: nothing to replay on winning).
 //!
 //! # Invariants
 //!
 //! - A reconcile of a key starts only while the replica owns the key's
-//!   shard, and runs under the shard's token ([`Owned::claim`] checks the
+//!   slot, and runs under the slot's token ([`Owned::claim`] checks the
 //!   owner and counts the reconcile under the slot's lock).
 //! - [`Owned::lose`] clears the owner under that lock: no reconcile of the
-//!   shard starts after it, and [`Owned::drained`] resolves once the ones
-//!   counted before it have ended. Only then is the shard released.
-//! - Each ownership (a [`Owned::gain`] of a shard not owned) has its own
+//!   slot starts after it, and [`Owned::drained`] resolves once the ones
+//!   counted before it have ended. Only then is the slot released.
+//! - Each ownership (a [`Owned::gain`] of a slot not owned) has its own
 //!   cancel token, the one the [`Owned::lose`] ending it returns: a
 //!   handover's cancel reaches only the reconciles of the ownership it
 //!   ended, never those of a later one.
@@ -21,25 +31,34 @@
 //! `.await` and never while calling user code; it is taken under no other
 //! lock.
 
+use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::shard::{Shard, ShardCount};
+use crate::shard::{Shard, ShardCount, ShardKey};
 
-/// The replica's shards: for each, its token while owned and the
+/// How many announcements of gained slots wait for a slow controller
+/// before it lags (and then re-reads every owned slot).
+const GAINS: usize = 64;
+
+/// The replica's slots: for each, its token while owned and the
 /// reconciles of its keys running now (across every controller).
 pub(crate) struct Owned {
     count: ShardCount,
     slots: Box<[Slot]>,
+    /// How many slots are owned: leader-only workers wait for one.
+    owned: watch::Sender<usize>,
+    /// Slots just gained, for the controllers to queue their keys.
+    gains: broadcast::Sender<Arc<[Shard]>>,
 }
 
 #[derive(Default)]
 struct Slot {
     state: Mutex<SlotState>,
-    /// Woken when the last reconcile of a shard not owned ends.
+    /// Woken when the last reconcile of a slot not owned ends.
     idle: Notify,
 }
 
@@ -47,20 +66,25 @@ struct Slot {
 struct SlotState {
     /// The token while owned.
     token: Option<u64>,
-    /// Reconciles of the shard's keys running now.
+    /// Reconciles of the slot's keys running now.
     running: usize,
     /// Cancelled when a handover's drain bound passes.
     cancel: CancellationToken,
 }
 
 impl Owned {
-    /// `count` shards, none owned.
+    /// `count` slots, none owned.
     pub(crate) fn new(count: ShardCount) -> Self {
         let slots = count.shards().map(|_| Slot::default()).collect();
-        Self { count, slots }
+        Self {
+            count,
+            slots,
+            owned: watch::Sender::new(0),
+            gains: broadcast::Sender::new(GAINS),
+        }
     }
 
-    /// The number of shards keys map to.
+    /// The number of slots keys map to.
     pub(crate) fn count(&self) -> ShardCount {
         self.count
     }
@@ -69,12 +93,12 @@ impl Owned {
         self.slots.get(usize::try_from(shard.index()).ok()?)
     }
 
-    /// The shard's token while this replica owns it.
+    /// The slot's token while this replica owns it.
     pub(crate) fn token(&self, shard: Shard) -> Option<u64> {
         self.slot(shard)?.state.lock().token
     }
 
-    /// Every owned shard with its token.
+    /// Every owned slot with its token.
     pub(crate) fn owned(&self) -> Vec<(Shard, u64)> {
         self.count
             .shards()
@@ -88,10 +112,25 @@ impl Owned {
     pub(crate) fn gain(&self, shard: Shard, token: u64) {
         if let Some(slot) = self.slot(shard) {
             let mut state = slot.state.lock();
-            if state.token.is_none() {
+            let new = state.token.is_none();
+            if new {
                 state.cancel = CancellationToken::new();
             }
             state.token = Some(token);
+            drop(state);
+            if new {
+                self.owned.send_modify(|owned| *owned += 1);
+            }
+        }
+    }
+
+    /// Tells every controller that `gained` were gained (after
+    /// [`gain`](Self::gain)), so that they queue those slots' keys.
+    pub(crate) fn announce(&self, gained: &[Shard]) {
+        if !gained.is_empty() {
+            // No receiver: no controller runs yet, and one that starts reads
+            // its whole cache anyway.
+            let _ = self.gains.send(gained.into());
         }
     }
 
@@ -105,10 +144,22 @@ impl Owned {
         let cancel = state.cancel.clone();
         let idle = state.running == 0;
         drop(state);
+        self.owned
+            .send_modify(|owned| *owned = owned.saturating_sub(1));
         if idle {
             slot.idle.notify_waiters();
         }
         Some((token, cancel))
+    }
+
+    /// Loses every owned slot and cancels its reconciles at once (a lost
+    /// leadership or membership: another replica may act on them already).
+    pub(crate) fn lose_all_now(&self) {
+        for (shard, _) in self.owned() {
+            if let Some((_, cancel)) = self.lose(shard) {
+                cancel.cancel();
+            }
+        }
     }
 
     /// Resolves once no reconcile of `shard`'s keys runs.
@@ -128,6 +179,17 @@ impl Owned {
             }
             idle.await;
         }
+    }
+
+    /// Resolves once some slot is owned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub(crate) async fn any_owned(&self) {
+        let mut owned = self.owned.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail here.
+        let _ = owned.wait_for(|&owned| owned > 0).await;
     }
 
     /// Counts a reconcile of one of `shard`'s keys, if it is owned.
@@ -156,13 +218,13 @@ impl Owned {
     }
 }
 
-/// One running reconcile of an owned shard's key; ends it when dropped.
+/// One running reconcile of an owned slot's key; ends it when dropped.
 pub(crate) struct Claim {
     owned: Arc<Owned>,
     shard: Shard,
-    /// The shard's fencing token.
+    /// The slot's fencing token.
     pub(crate) token: u64,
-    /// Cancelled when the shard's handover stops waiting for it.
+    /// Cancelled when the slot's handover stops waiting for it.
     pub(crate) cancel: CancellationToken,
 }
 
@@ -172,39 +234,139 @@ impl Drop for Claim {
     }
 }
 
-/// How a sharded controller finds a key's shard: the manager's table and
-/// `ShardCount::shard_of` for the key type (a plain function, so the
-/// controller's key needs no `ShardKey` bound off the sharded path).
-pub(crate) struct KeyShards<K> {
-    pub(crate) owned: Arc<Owned>,
-    pub(crate) shard_of: fn(ShardCount, &K) -> Shard,
+/// What a worker may do with a key it was handed.
+pub(crate) enum Claimed {
+    /// Reconcile it, under this claim (`None`: every key is this
+    /// replica's, with no fencing token).
+    Run(Option<Claim>),
+    /// End it unreconciled: another replica owns it.
+    Skip,
+    /// Keep it queued and wait until this replica may reconcile again.
+    Wait,
 }
 
-impl<K> Clone for KeyShards<K> {
+/// Which keys a controller may reconcile now, and with which fencing
+/// token: handed to it in its [`Environment`](super::Environment) by
+/// whoever decides where it runs. Get one from
+/// [`Sharding::ownership`](crate::placement::Sharding::ownership) (the keys
+/// of the shards this replica owns) or
+/// [`Leadership::ownership`](crate::placement::Leadership::ownership)
+/// (every key, while this replica leads).
+pub struct Ownership<K> {
+    owned: Arc<Owned>,
+    slot_of: fn(ShardCount, &K) -> Shard,
+    mode: Mode,
+}
+
+/// What a key whose slot is not owned does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Sharded: not queued, and skipped if handed out.
+    Skip,
+    /// Leader-only: queued, and waited for.
+    Wait,
+}
+
+impl<K> Clone for Ownership<K> {
     fn clone(&self) -> Self {
         Self {
             owned: Arc::clone(&self.owned),
-            shard_of: self.shard_of,
+            slot_of: self.slot_of,
+            mode: self.mode,
         }
     }
 }
 
-impl<K> KeyShards<K> {
-    /// The key's shard.
-    pub(crate) fn shard(&self, key: &K) -> Shard {
-        (self.shard_of)(self.owned.count(), key)
-    }
-
-    /// Whether the replica owns the key's shard now.
-    pub(crate) fn owns(&self, key: &K) -> bool {
-        self.owned.token(self.shard(key)).is_some()
+impl<K> fmt::Debug for Ownership<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ownership")
+            .field("slots", &self.owned.count().get())
+            .field("owned", &*self.owned.owned.borrow())
+            .field("sharded", &(self.mode == Mode::Skip))
+            .finish()
     }
 }
 
-/// Whether `key` may be queued: always when not sharded (`None`), else
-/// when its shard is owned.
-pub(crate) fn wanted<K>(shards: Option<&KeyShards<K>>, key: &K) -> bool {
-    shards.is_none_or(|shards| shards.owns(key))
+impl<K: ShardKey> Ownership<K> {
+    /// The keys of `owned`'s shards that are owned; the others are skipped.
+    pub(crate) fn sharded(owned: Arc<Owned>) -> Self {
+        Self {
+            owned,
+            slot_of: shard_of::<K>,
+            mode: Mode::Skip,
+        }
+    }
+}
+
+impl<K> Ownership<K> {
+    /// Every key while `owned`'s single slot is owned; kept queued otherwise.
+    pub(crate) fn leader(owned: Arc<Owned>) -> Self {
+        Self {
+            owned,
+            slot_of: first_slot::<K>,
+            mode: Mode::Wait,
+        }
+    }
+
+    /// The key's slot.
+    pub(crate) fn slot(&self, key: &K) -> Shard {
+        (self.slot_of)(self.owned.count(), key)
+    }
+
+    /// Whether `key` may be queued now: sharded, only while its shard is
+    /// owned; leader-only, always.
+    pub(crate) fn wants(&self, key: &K) -> bool {
+        self.mode == Mode::Wait || self.owned.token(self.slot(key)).is_some()
+    }
+
+    /// Counts a reconcile of `key`, if its slot is owned.
+    pub(crate) fn claim(&self, key: &K) -> Claimed {
+        match self.owned.claim(self.slot(key)) {
+            Some(claim) => Claimed::Run(Some(claim)),
+            None if self.mode == Mode::Skip => Claimed::Skip,
+            None => Claimed::Wait,
+        }
+    }
+
+    /// Whether keys not owned are skipped (their slot is re-read when
+    /// gained), rather than kept.
+    pub(crate) fn skips(&self) -> bool {
+        self.mode == Mode::Skip
+    }
+
+    /// Resolves once this replica may reconcile some key.
+    pub(crate) async fn active(&self) {
+        self.owned.any_owned().await;
+    }
+
+    /// Announcements of slots gained, from now on.
+    pub(crate) fn gains(&self) -> broadcast::Receiver<Arc<[Shard]>> {
+        self.owned.gains.subscribe()
+    }
+
+    /// How many slots keys map to.
+    pub(crate) fn slot_count(&self) -> ShardCount {
+        self.owned.count()
+    }
+
+    /// The slots owned now.
+    pub(crate) fn owned_slots(&self) -> Vec<Shard> {
+        self.owned
+            .owned()
+            .into_iter()
+            .map(|(slot, _)| slot)
+            .collect()
+    }
+}
+
+/// A key's shard: `ShardCount::shard_of` as a plain function, so that an
+/// ownership keeps it without a `ShardKey` bound on its type.
+fn shard_of<K: ShardKey>(count: ShardCount, key: &K) -> Shard {
+    count.shard_of(key)
+}
+
+fn first_slot<K>(count: ShardCount, _: &K) -> Shard {
+    count.shard_of(&0_u64)
 }
 
 #[cfg(test)]

@@ -1,16 +1,17 @@
-//! The manager's sharding: watch the members, compute the assignment,
-//! acquire the shards assigned here, drain and release the ones moving
-//! away.
+//! [`Sharding`]: watch the members, compute the assignment, acquire the
+//! shards assigned here, drain and release the ones moving away.
 //!
-//! One task (in the election layer) owns the loop. It changes the
-//! replica's [`Owned`] table, which the sharded controllers read: a shard
-//! counts as owned from its acquisition until the moment its handover
+//! One task ([`Sharding::run`]) owns the loop. It changes the replica's
+//! `Owned` table, which the sharded controllers' [`Ownership`]s read: a
+//! shard counts as owned from its acquisition until the moment its handover
 //! starts, and is released only once its last reconcile has ended (or the
 //! drain bound passed and the reconciles were cancelled: their writes are
 //! fenced by then anyway, once the shard is released).
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -20,59 +21,193 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::ManagerError;
-use super::erased::QueueView;
-use super::group::Exit;
-use super::metrics::Metrics;
-use crate::controller::{Owned, ShardFeed};
-use crate::shard::{Assignment, MemberId, Membership, MembershipError, Shard, ShardCount};
+use super::PlacementError;
+use crate::controller::{Owned, Ownership};
+use crate::shard::{
+    Assignment, MemberId, Membership, MembershipError, Shard, ShardCount, ShardKey,
+};
 
-/// How long a stopping manager waits for its membership to leave.
+/// How long a stopping sharding waits for its membership to leave.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long an acquisition waits after a backend failure before trying again.
 const RETRY_ACQUIRE: Duration = Duration::from_secs(1);
 
-/// The sharding configured on a manager, shared by its task and the status.
-pub(super) struct Sharding {
-    pub(super) membership: Arc<dyn Membership>,
-    pub(super) owned: Arc<Owned>,
+/// Told of a sharding's ownership as it changes (the manager's metrics).
+/// Every method has an empty default.
+pub trait ShardingObserver: Send + Sync + 'static {
+    /// The replica owns `owned` shards of `group` now.
+    fn owned(&self, group: &str, owned: usize) {
+        let _ = (group, owned);
+    }
+
+    /// A shard of `group` was acquired, `waited` after it was assigned here.
+    fn acquired(&self, group: &str, waited: Duration) {
+        let _ = (group, waited);
+    }
+
+    /// A shard of `group` started its handover.
+    fn handed_over(&self, group: &str) {
+        let _ = group;
+    }
+}
+
+struct NoObserver;
+
+impl ShardingObserver for NoObserver {}
+
+/// One replica's share of a sharded key space: follows a [`Membership`],
+/// acquires the shards the [`Assignment`] gives it and hands over those it
+/// loses, and gives its controllers an [`Ownership`] of the keys of the
+/// shards it owns. A cheap handle: clones share one table.
+///
+/// Run it with [`run`](Self::run) beside the controllers it places (the
+/// [`Manager`](crate::manager::Manager) does, with
+/// [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding)).
+/// See [`Environment`](crate::controller::Environment) for an example
+/// without a manager.
+#[derive(Clone)]
+pub struct Sharding {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    membership: Arc<dyn Membership>,
+    owned: Arc<Owned>,
     /// How long a handover waits for the shard's reconciles before
     /// cancelling them.
-    pub(super) drain: Duration,
+    drain: Mutex<Duration>,
+    observer: Mutex<Arc<dyn ShardingObserver>>,
     /// The last assignment computed, for `/debug/shards` and `/readyz`.
-    pub(super) assignment: Mutex<Option<Assignment>>,
-    /// When the replica joined (the start of `ready_after`).
-    pub(super) joined: Mutex<Option<Instant>>,
+    assignment: Mutex<Option<Assignment>>,
+    /// When the replica joined (the start of `waited_enough`).
+    joined: Mutex<Option<Instant>>,
+    running: AtomicBool,
 }
 
 impl Sharding {
-    pub(super) fn new(
-        membership: Arc<dyn Membership>,
-        shards: ShardCount,
-        drain: Duration,
-    ) -> Self {
+    /// `membership`'s member, its keys spread over `shards` shards (the
+    /// membership's count: every replica must use the same). Handovers
+    /// wait 10 s for running reconciles by default.
+    pub fn new(membership: impl Membership, shards: ShardCount) -> Self {
+        Self::from_arc(Arc::new(membership), shards)
+    }
+
+    /// [`new`](Self::new) with a shared membership.
+    #[must_use]
+    pub fn from_arc(membership: Arc<dyn Membership>, shards: ShardCount) -> Self {
         Self {
-            membership,
-            owned: Arc::new(Owned::new(shards)),
-            drain,
-            assignment: Mutex::new(None),
-            joined: Mutex::new(None),
+            inner: Arc::new(Inner {
+                membership,
+                owned: Arc::new(Owned::new(shards)),
+                drain: Mutex::new(Duration::from_secs(10)),
+                observer: Mutex::new(Arc::new(NoObserver)),
+                assignment: Mutex::new(None),
+                joined: Mutex::new(None),
+                running: AtomicBool::new(false),
+            }),
         }
     }
 
-    pub(super) fn group(&self) -> &str {
-        self.membership.group()
+    /// How long a shard being handed over waits for its running reconciles
+    /// before cancelling them (default 10 s; zero cancels them at once).
+    #[must_use]
+    pub fn handover_timeout(self, timeout: Duration) -> Self {
+        *self.inner.drain.lock() = timeout;
+        self
+    }
+
+    /// Tells `observer` of the ownership as it changes.
+    #[must_use]
+    pub fn observer(self, observer: Arc<dyn ShardingObserver>) -> Self {
+        *self.inner.observer.lock() = observer;
+        self
+    }
+
+    /// The keys of the shards this replica owns, for a controller's
+    /// [`Environment`](crate::controller::Environment): a key of another
+    /// shard is not queued, and is skipped if it was; each reconcile runs
+    /// with its key's shard's token.
+    #[must_use]
+    pub fn ownership<K: ShardKey>(&self) -> Ownership<K> {
+        Ownership::sharded(Arc::clone(&self.inner.owned))
+    }
+
+    /// The group's name.
+    #[must_use]
+    pub fn group(&self) -> &str {
+        self.inner.membership.group()
+    }
+
+    /// This replica's member id.
+    #[must_use]
+    pub fn member(&self) -> &MemberId {
+        self.inner.membership.id()
+    }
+
+    /// The number of shards keys map to.
+    #[must_use]
+    pub fn shards(&self) -> ShardCount {
+        self.inner.owned.count()
+    }
+
+    /// Whether this replica owns any shard now.
+    #[must_use]
+    pub fn owns_any(&self) -> bool {
+        !self.inner.owned.owned().is_empty()
+    }
+
+    /// The handover bound.
+    pub(crate) fn drain(&self) -> Duration {
+        *self.inner.drain.lock()
+    }
+
+    /// Joins the group, then follows its members until `stop`: acquires
+    /// the shards assigned here (each gained shard's keys are queued by the
+    /// sharded controllers), hands over the ones assigned away. On `stop`
+    /// every shard is handed over (no reconcile of it starts; running ones
+    /// get the handover timeout, then are cancelled) and released, and the
+    /// member leaves the group (bounded by 5 s).
+    ///
+    /// # Errors
+    ///
+    /// [`PlacementError::LostMembership`] when the membership ends (every
+    /// reconcile of its shards is cancelled at once: the process should
+    /// exit); [`PlacementError::Membership`] when joining fails or the
+    /// membership refuses a call; [`PlacementError::Membership`] with
+    /// [`MembershipError::Backend`] also when another `run` of this
+    /// sharding is going on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future aborts the acquisitions and handovers without
+    /// releasing: the shards are freed when the membership ends.
+    pub async fn run(self, stop: CancellationToken) -> Result<(), PlacementError> {
+        if self.inner.running.swap(true, Ordering::AcqRel) {
+            return Err(PlacementError::Membership(MembershipError::Backend {
+                group: self.group().to_owned(),
+                source: "this sharding is running already".into(),
+            }));
+        }
+        let _running = Running(&self.inner.running);
+        let membership = Arc::clone(&self.inner.membership);
+        tokio::select! {
+            joined = membership.join() => joined.map_err(PlacementError::Membership)?,
+            () = stop.cancelled() => return Ok(()),
+        }
+        *self.inner.joined.lock() = Some(Instant::now());
+        tracing::info!(group = self.group(), member = %membership.id(), "joined");
+        Follower::new(Arc::clone(&self.inner)).run(stop).await
     }
 
     /// The shards assigned to this replica that it does not own yet
     /// (`None` before the first assignment).
-    pub(super) fn missing(&self) -> Option<usize> {
-        let assignment = self.assignment.lock().clone()?;
-        let me = self.membership.id().as_str();
+    pub(crate) fn missing(&self) -> Option<usize> {
+        let assignment = self.inner.assignment.lock().clone()?;
+        let me = self.member().as_str();
         let missing = assignment
             .shards_of(me)
-            .filter(|&shard| self.owned.token(shard).is_none())
+            .filter(|&shard| self.inner.owned.token(shard).is_none())
             .count();
         Some(missing)
     }
@@ -80,23 +215,27 @@ impl Sharding {
     /// Whether `/readyz` has waited long enough for the assigned share:
     /// three handover bounds since joining (an old owner drains for at most
     /// two, then releases).
-    pub(super) fn waited_enough(&self) -> bool {
-        let bound = self.drain.saturating_mul(3);
-        self.joined
+    pub(crate) fn waited_enough(&self) -> bool {
+        let bound = self.drain().saturating_mul(3);
+        self.inner
+            .joined
             .lock()
             .is_some_and(|joined| joined.elapsed() >= bound)
     }
 
-    /// `/debug/shards`: the members this replica sees, the assignment and
-    /// the shards it owns.
-    pub(super) fn report(&self) -> ShardReport {
-        let assignment = self.assignment.lock().clone();
-        let me = self.membership.id().to_string();
+    /// What `/debug/shards` shows: the members this replica sees, the
+    /// assignment and the shards it owns with their tokens.
+    #[must_use]
+    pub fn report(&self) -> ShardReport {
+        let assignment = self.inner.assignment.lock().clone();
+        let me = self.member().to_string();
+        let owned = &self.inner.owned;
         ShardReport {
             group: self.group().to_owned(),
             member: me.clone(),
-            shards: self.owned.count().get(),
+            shards: owned.count().get(),
             members: self
+                .inner
                 .membership
                 .members()
                 .borrow()
@@ -107,8 +246,7 @@ impl Sharding {
                 .as_ref()
                 .map(|a| a.shards_of(&me).map(Shard::index).collect())
                 .unwrap_or_default(),
-            owned: self
-                .owned
+            owned: owned
                 .owned()
                 .into_iter()
                 .map(|(shard, token)| OwnedShard {
@@ -120,21 +258,52 @@ impl Sharding {
     }
 }
 
-/// `/debug/shards`'s answer.
-#[derive(Debug, Serialize)]
-pub(super) struct ShardReport {
-    group: String,
-    member: String,
-    shards: u32,
-    members: Vec<String>,
-    assigned: Vec<u32>,
-    owned: Vec<OwnedShard>,
+impl fmt::Debug for Sharding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sharding")
+            .field("group", &self.group())
+            .field("member", self.member())
+            .field("shards", &self.shards().get())
+            .field("owned", &self.inner.owned.owned().len())
+            .finish_non_exhaustive()
+    }
 }
 
-#[derive(Debug, Serialize)]
-struct OwnedShard {
-    shard: u32,
-    token: u64,
+/// Clears the running flag when a run ends, however it ends.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A [`Sharding`] as this replica sees it: `/debug/shards`'s answer.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct ShardReport {
+    /// The group's name.
+    pub group: String,
+    /// This replica's member id.
+    pub member: String,
+    /// The number of shards.
+    pub shards: u32,
+    /// The members this replica sees, sorted.
+    pub members: Vec<String>,
+    /// The shards the last assignment gives this replica.
+    pub assigned: Vec<u32>,
+    /// The shards this replica owns, with their tokens.
+    pub owned: Vec<OwnedShard>,
+}
+
+/// One shard owned, with its fencing token.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[non_exhaustive]
+pub struct OwnedShard {
+    /// The shard's index.
+    pub shard: u32,
+    /// Its fencing token.
+    pub token: u64,
 }
 
 /// One acquisition's end: its shard, its number, when the shard was
@@ -147,12 +316,8 @@ struct Acquired {
 }
 
 /// The sharding task's state: what it is acquiring and draining.
-pub(super) struct Ownership {
-    pub(super) sharding: Arc<Sharding>,
-    pub(super) feeds: Vec<ShardFeed>,
-    pub(super) queues: Vec<Arc<dyn QueueView>>,
-    pub(super) abort: CancellationToken,
-    pub(super) metrics: Metrics,
+struct Follower {
+    sharding: Arc<Inner>,
     /// The acquisition running per shard, by its number.
     acquiring: HashMap<Shard, (u64, AbortHandle)>,
     acquired: JoinSet<Acquired>,
@@ -166,20 +331,10 @@ pub(super) struct Ownership {
     retired: HashMap<Shard, u64>,
 }
 
-impl Ownership {
-    pub(super) fn new(
-        sharding: Arc<Sharding>,
-        feeds: Vec<ShardFeed>,
-        queues: Vec<Arc<dyn QueueView>>,
-        abort: CancellationToken,
-        metrics: Metrics,
-    ) -> Self {
+impl Follower {
+    fn new(sharding: Arc<Inner>) -> Self {
         Self {
             sharding,
-            feeds,
-            queues,
-            abort,
-            metrics,
             acquiring: HashMap::new(),
             acquired: JoinSet::new(),
             next: 0,
@@ -191,7 +346,7 @@ impl Ownership {
 
     /// Follows the membership until `cancel` (then leaves the group) or
     /// until the membership is lost (then stops every reconcile).
-    pub(super) async fn run(mut self, cancel: CancellationToken) -> Exit {
+    async fn run(mut self, cancel: CancellationToken) -> Result<(), PlacementError> {
         let membership = Arc::clone(&self.sharding.membership);
         let mut members = membership.members();
         let mut mine = self.assign(&mut members);
@@ -295,7 +450,7 @@ impl Ownership {
         acquired: Acquired,
         mine: &HashSet<Shard>,
         gained: &mut Vec<Shard>,
-    ) -> Exit {
+    ) -> Result<(), PlacementError> {
         let Acquired {
             shard,
             number,
@@ -321,8 +476,8 @@ impl Ownership {
             }
             Ok(token) if mine.contains(&shard) => {
                 self.sharding.owned.gain(shard, token);
-                self.metrics
-                    .shard_acquired(membership.group(), assigned.elapsed());
+                self.observer()
+                    .acquired(membership.group(), assigned.elapsed());
                 tracing::info!(group = membership.group(), %shard, token, "acquired a shard");
                 gained.push(shard);
             }
@@ -335,7 +490,7 @@ impl Ownership {
                 }
                 self.acquire(shard, RETRY_ACQUIRE, assigned);
             }
-            Err(error) => return Err(ManagerError::Membership(error)),
+            Err(error) => return Err(PlacementError::Membership(error)),
         }
         Ok(())
     }
@@ -347,17 +502,23 @@ impl Ownership {
         }
     }
 
-    /// Queues the cached keys of the shards just gained, in every
-    /// controller (after `gain`: an event in between is queued by the
+    /// Has the sharded controllers queue the cached keys of the shards
+    /// just gained (after `gain`: an event in between is queued by the
     /// filter, one before it is in the cache already).
     fn gained(&self, gained: &[Shard]) {
         if gained.is_empty() {
             return;
         }
-        for feed in &self.feeds {
-            feed(gained);
-        }
+        self.sharding.owned.announce(gained);
         self.report_owned();
+    }
+
+    fn observer(&self) -> Arc<dyn ShardingObserver> {
+        Arc::clone(&self.sharding.observer.lock())
+    }
+
+    fn group(&self) -> &str {
+        self.sharding.membership.group()
     }
 
     /// Stops new reconciles of `shard`, then (in a task) drains the running
@@ -367,22 +528,23 @@ impl Ownership {
             return;
         };
         self.report_owned();
-        self.metrics.shard_handed_over(self.sharding.group());
+        self.observer().handed_over(self.group());
         let sharding = Arc::clone(&self.sharding);
         self.draining.insert(shard);
         self.retired.insert(shard, token);
         self.drained.spawn(async move {
             let owned = &sharding.owned;
-            if tokio::time::timeout(sharding.drain, owned.drained(shard))
+            let drain = *sharding.drain.lock();
+            if tokio::time::timeout(drain, owned.drained(shard))
                 .await
                 .is_err()
             {
-                tracing::warn!(group = sharding.group(), %shard, bound = ?sharding.drain, "reconciles still running at the handover's bound, cancelling them");
+                tracing::warn!(group = sharding.membership.group(), %shard, bound = ?drain, "reconciles still running at the handover's bound, cancelling them");
                 cancel.cancel();
                 // Cancelled reconciles end at their next `.await`; one that
                 // blocks its thread cannot be waited for, and its writes are
                 // fenced once the shard is released.
-                let _ = tokio::time::timeout(sharding.drain, owned.drained(shard)).await;
+                let _ = tokio::time::timeout(drain, owned.drained(shard)).await;
             }
             let released = release(&*sharding.membership, shard, token).await;
             (shard, released)
@@ -391,37 +553,34 @@ impl Ownership {
 
     fn report_owned(&self) {
         let owned = self.sharding.owned.owned().len();
-        self.metrics.set_shards_owned(self.sharding.group(), owned);
+        self.observer().owned(self.group(), owned);
     }
 
     /// The membership ended: no reconcile may start, running ones are
     /// cancelled at once (another replica may own their shards already).
-    fn lost(&mut self) -> ManagerError {
-        let group = self.sharding.group().to_owned();
+    fn lost(&mut self) -> PlacementError {
+        let group = self.group().to_owned();
         tracing::error!(group = %group, "lost the membership, cancelling reconciles");
-        for queue in &self.queues {
-            queue.shutdown();
-        }
-        self.abort.cancel();
-        self.clear();
-        ManagerError::LostMembership { group }
+        self.sharding.owned.lose_all_now();
+        self.stop_acquiring();
+        self.report_owned();
+        PlacementError::LostMembership { group }
     }
 
-    fn clear(&mut self) {
-        for (shard, _) in self.sharding.owned.owned() {
-            self.sharding.owned.lose(shard);
-        }
+    fn stop_acquiring(&mut self) {
         for (_, handle) in self.acquiring.values() {
             handle.abort();
         }
         self.acquiring.clear();
-        self.report_owned();
     }
 
-    /// A clean stop (the controllers have stopped): gives every shard up
-    /// and leaves the group, bounded.
-    async fn leave(mut self) -> Exit {
-        self.clear();
+    /// A clean stop: hands every shard over (drained within the bound,
+    /// then released) and leaves the group, bounded.
+    async fn leave(mut self) -> Result<(), PlacementError> {
+        self.stop_acquiring();
+        for (shard, _) in self.sharding.owned.owned() {
+            self.hand_over(shard);
+        }
         self.acquired.shutdown().await;
         while self.drained.join_next().await.is_some() {}
         let membership = &self.sharding.membership;
