@@ -25,7 +25,10 @@ use prometheus_client::registry::Registry;
 
 use super::erased::{QueueView, SharedInformer};
 use super::runnable::Placed;
-use crate::controller::{ControllerObserver, Outcome};
+use crate::controller::{
+    Controller, ControllerBuilder, ControllerObserver, Outcome, Reconciler, Watch,
+};
+use crate::source::Object;
 use crate::placement::ShardingObserver;
 use crate::queue::QueueObserver;
 
@@ -229,6 +232,18 @@ impl Metrics {
             "Total number of panics of a workqueue's rate limiter (each retried after a fixed delay)",
             self.limiter_panics.clone(),
         );
+    }
+
+    /// A controller builder whose observers feed these metrics.
+    pub(super) fn controller_builder<O: Object, R: Reconciler<O>>(
+        &self,
+        name: &str,
+        primary: impl Into<Watch<O>>,
+        reconciler: R,
+    ) -> ControllerBuilder<O, R> {
+        Controller::builder(name, primary, reconciler)
+            .observer(self.controller_observer(name))
+            .queue_observer(self.queue_observer(name))
     }
 
     /// The observer for controller `name`'s reconciles; initialises its

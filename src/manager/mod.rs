@@ -165,11 +165,14 @@ mod builder;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod erased;
 mod group;
+mod handle;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod health;
 #[cfg(feature = "http")]
 mod http;
+mod informers;
 mod leader_tasks;
+mod live;
 mod metrics;
 mod run;
 mod runnable;
@@ -185,6 +188,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::{ManagerBuilder, UnsyncedCaches};
@@ -194,14 +198,14 @@ pub use crate::election::{
 };
 pub use prometheus_client;
 
-use self::activity::{Activity, active_for};
-use self::erased::SharedInformer;
+use self::activity::Activity;
+pub use self::handle::ManagerHandle;
+use self::handle::{Command, register_informer};
+use self::informers::Informers;
 use self::metrics::Metrics;
-use self::runnable::{Placed, Task, TaskRun};
+use self::runnable::{Placed, Placer, Task, TaskRun};
 use self::signals::Signals;
-use crate::controller::{
-    Controller, ControllerBuilder, ControllerError, Ownership, Reconciler, Watch,
-};
+use crate::controller::{Controller, ControllerBuilder, ControllerError, Reconciler, Watch};
 use crate::informer::{Informer, InformerError};
 use crate::placement::{Leadership, Placement, PlacementError, Sharding};
 use crate::shard::{MembershipError, ShardKey};
@@ -414,13 +418,12 @@ impl From<PlacementError> for ManagerError {
 pub struct Manager {
     config: Config,
     registry: Registry,
-    metrics: Metrics,
-    activity: Arc<Activity>,
-    informers: Vec<(String, Arc<dyn SharedInformer>)>,
+    placer: Placer,
+    informers: Arc<Informers>,
     controllers: Vec<Placed>,
     tasks: Vec<Task>,
-    leadership: Option<Leadership>,
-    sharding: Option<Sharding>,
+    commands: mpsc::UnboundedSender<Command>,
+    inbox: Option<mpsc::UnboundedReceiver<Command>>,
     signals: Signals,
     shutdown: CancellationToken,
     #[cfg(feature = "http")]
@@ -472,6 +475,7 @@ impl Manager {
                 .handover_timeout(builder.handover)
                 .observer(Arc::new(metrics.clone()))
         });
+        let (commands, inbox) = mpsc::unbounded_channel();
         Ok(Self {
             config: Config {
                 grace: builder.grace,
@@ -481,13 +485,17 @@ impl Manager {
                 stalls: builder.stalls,
             },
             registry,
-            metrics,
-            activity,
-            informers: Vec::new(),
+            placer: Placer {
+                leadership,
+                sharding,
+                metrics,
+                activity,
+            },
+            informers: Arc::default(),
             controllers: Vec::new(),
             tasks: Vec::new(),
-            leadership,
-            sharding,
+            commands,
+            inbox: Some(inbox),
             signals: builder.signals,
             shutdown: CancellationToken::new(),
             #[cfg(feature = "http")]
@@ -512,17 +520,7 @@ impl Manager {
         name: &str,
         make: impl FnOnce() -> Result<Informer<O>, InformerError>,
     ) -> Result<Informer<O>, ManagerError> {
-        if let Some(found) = find_informer(&self.informers, name) {
-            return found;
-        }
-        let informer = make().map_err(|source| ManagerError::Informer {
-            informer: name.to_owned(),
-            source,
-        })?;
-        let shared: Arc<dyn SharedInformer> = Arc::new(informer.clone());
-        self.metrics.add_informer(name, Arc::clone(&shared));
-        self.informers.push((name.to_owned(), shared));
-        Ok(informer)
+        register_informer(&self.informers, &self.placer.metrics, name, make, true)
     }
 
     /// Starts configuring a controller (as [`Controller::builder`]) whose
@@ -538,9 +536,7 @@ impl Manager {
         primary: impl Into<Watch<O>>,
         reconciler: R,
     ) -> ControllerBuilder<O, R> {
-        Controller::builder(name, primary, reconciler)
-            .observer(self.metrics.controller_observer(name))
-            .queue_observer(self.metrics.queue_observer(name))
+        self.placer.metrics.controller_builder(name, primary, reconciler)
     }
 
     /// Registers a controller at its default placement: only on the
@@ -563,16 +559,10 @@ impl Manager {
         &mut self,
         controller: Controller<O, R>,
     ) -> Result<(), ManagerError> {
-        let ownership = match (&self.leadership, &self.sharding) {
-            (Some(leadership), _) => Some((Placement::Leader, leadership.ownership())),
-            (None, Some(_)) => {
-                return Err(ManagerError::UnshardedController {
-                    controller: controller.name().to_owned(),
-                });
-            }
-            (None, None) => None,
-        };
-        self.register(controller, ownership)
+        self.check_name(controller.name())?;
+        let placed = self.placer.place_default(controller)?;
+        self.register(placed);
+        Ok(())
     }
 
     /// Registers a controller that runs where `placement` says:
@@ -602,11 +592,10 @@ impl Manager {
         O: Object<Key: ShardKey>,
         R: Reconciler<O>,
     {
-        let ownership = self.ownership::<O::Key>(controller.name(), placement)?;
-        self.register(
-            controller,
-            ownership.map(|ownership| (placement, ownership)),
-        )
+        self.check_name(controller.name())?;
+        let placed = self.placer.place(controller, placement)?;
+        self.register(placed);
+        Ok(())
     }
 
     /// [`add_controller_on`](Self::add_controller_on) with
@@ -627,44 +616,18 @@ impl Manager {
         self.add_controller_on(controller, Placement::Sharded)
     }
 
-    /// The ownership a runnable placed at `placement` gets (`None`: every
-    /// key, no token), or why it cannot be placed there.
-    fn ownership<K: ShardKey>(
-        &self,
-        runnable: &str,
-        placement: Placement,
-    ) -> Result<Option<Ownership<K>>, ManagerError> {
-        match placement {
-            Placement::Everywhere => Ok(None),
-            Placement::Leader => match &self.leadership {
-                Some(leadership) => Ok(Some(leadership.ownership())),
-                None => Err(ManagerError::NoElection {
-                    runnable: runnable.to_owned(),
-                }),
-            },
-            Placement::Sharded => match &self.sharding {
-                Some(sharding) => Ok(Some(sharding.ownership())),
-                None => Err(ManagerError::NoMembership {
-                    runnable: runnable.to_owned(),
-                }),
-            },
+    fn check_name(&self, name: &str) -> Result<(), ManagerError> {
+        if self.controllers.iter().any(|c| c.view.name == name) {
+            return Err(ManagerError::DuplicateController {
+                controller: name.to_owned(),
+            });
         }
+        Ok(())
     }
 
-    fn register<O: Object, R: Reconciler<O>>(
-        &mut self,
-        controller: Controller<O, R>,
-        ownership: Option<(Placement, Ownership<O::Key>)>,
-    ) -> Result<(), ManagerError> {
-        let name = controller.name().to_owned();
-        if self.controllers.iter().any(|c| c.view.name == name) {
-            return Err(ManagerError::DuplicateController { controller: name });
-        }
-        let placed = Placed::new(controller, ownership)?;
-        self.metrics.add_controller(&placed);
-        self.note_activity(&name, "controller", placed.view.placement);
+    fn register(&mut self, placed: Placed) {
+        self.placer.admit(&placed);
         self.controllers.push(placed);
-        Ok(())
     }
 
     /// Registers a long-running task that runs on every replica, started
@@ -714,7 +677,7 @@ impl Manager {
             Placement::Sharded => Err(ManagerError::ShardedTask {
                 task: name.to_owned(),
             }),
-            Placement::Leader if self.leadership.is_none() => Err(ManagerError::NoElection {
+            Placement::Leader if self.placer.leadership.is_none() => Err(ManagerError::NoElection {
                 runnable: name.to_owned(),
             }),
             _ => self.push_task(name, placement, TaskRun::repeated(task)),
@@ -732,18 +695,13 @@ impl Manager {
                 task: name.to_owned(),
             });
         }
-        self.note_activity(name, "task", placement);
+        self.placer.note(name, "task", placement);
         self.tasks.push(Task {
             name: name.to_owned(),
             placement,
             run,
         });
         Ok(())
-    }
-
-    fn note_activity(&self, name: &str, kind: &str, placement: Placement) {
-        let active = active_for(placement, self.leadership.as_ref(), self.sharding.as_ref());
-        self.activity.add(name, kind, placement, active);
     }
 
     /// The metrics registry, to register your own metrics next to the
@@ -771,37 +729,32 @@ impl Manager {
     /// replica leads, and its term.
     #[must_use]
     pub fn leadership(&self) -> Option<&Leadership> {
-        self.leadership.as_ref()
+        self.placer.leadership.as_ref()
     }
 
     /// The manager's sharding, with a shard membership: what this replica
     /// owns.
     #[must_use]
     pub fn sharding(&self) -> Option<&Sharding> {
-        self.sharding.as_ref()
+        self.placer.sharding.as_ref()
     }
-}
 
-/// The informer registered as `name`, if any (`Err` when of another type).
-fn find_informer<O: Object>(
-    informers: &[(String, Arc<dyn SharedInformer>)],
-    name: &str,
-) -> Option<Result<Informer<O>, ManagerError>> {
-    let (_, shared) = informers.iter().find(|(n, _)| n == name)?;
-    Some(
-        shared
-            .as_any()
-            .downcast_ref::<Informer<O>>()
-            .cloned()
-            .ok_or_else(|| ManagerError::InformerType {
-                informer: name.to_owned(),
-            }),
-    )
+    /// A handle that adds controllers to this manager and removes them
+    /// while it runs.
+    #[must_use]
+    pub fn handle(&self) -> ManagerHandle {
+        ManagerHandle {
+            commands: self.commands.clone(),
+            informers: Arc::clone(&self.informers),
+            metrics: self.placer.metrics.clone(),
+            placer: self.placer.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for Manager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let informers: Vec<_> = self.informers.iter().map(|(n, _)| n.as_str()).collect();
+        let informers: Vec<_> = self.informers.all().into_iter().map(|(n, _)| n).collect();
         let controllers: Vec<_> = self
             .controllers
             .iter()
@@ -817,8 +770,8 @@ impl fmt::Debug for Manager {
             .field("informers", &informers)
             .field("controllers", &controllers)
             .field("tasks", &tasks)
-            .field("leadership", &self.leadership)
-            .field("sharding", &self.sharding)
+            .field("leadership", &self.placer.leadership)
+            .field("sharding", &self.placer.sharding)
             .finish_non_exhaustive()
     }
 }

@@ -1,17 +1,22 @@
 //! `Manager::run`: start the layers in order, wait, stop them in reverse.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::erased::SharedInformer;
 use super::group::{Exit, Group};
+use super::handle::Command;
+use super::informers::Named;
 use super::leader_tasks::LeaderTasks;
+use super::live::{Live, Running};
 use super::runnable::{Placed, Start};
 use super::status::Status;
 use super::{Manager, ManagerError, UnsyncedCaches, signals};
@@ -22,16 +27,16 @@ pub(super) struct Layers {
     signals: Group,
     http: Group,
     tasks: Group,
-    informers: Group,
+    pub(super) informers: Group,
     /// The leadership and the sharding.
     placement: Group,
     /// Leader-only tasks, started and stopped with the leadership.
     leader_tasks: Group,
-    controllers: Group,
+    pub(super) controllers: Group,
 }
 
 impl Layers {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signals: Group::new(),
             http: Group::new(),
@@ -44,7 +49,7 @@ impl Layers {
     }
 
     /// The next task of any layer (but the signal watcher) to end.
-    async fn next_exit(&mut self) -> (String, Exit) {
+    pub(super) async fn next_exit(&mut self) -> (String, Exit) {
         tokio::select! {
             exit = self.http.next_exit() => exit,
             exit = self.tasks.next_exit() => exit,
@@ -52,26 +57,6 @@ impl Layers {
             exit = self.placement.next_exit() => exit,
             exit = self.leader_tasks.next_exit() => exit,
             exit = self.controllers.next_exit() => exit,
-        }
-    }
-
-    /// Waits for `future` unless a stop is requested or a task fails first.
-    async fn until<T>(
-        &mut self,
-        stop: &CancellationToken,
-        future: impl Future<Output = T>,
-    ) -> Result<T, Exit> {
-        tokio::pin!(future);
-        loop {
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => return Err(Ok(())),
-                (name, exit) = self.next_exit() => match exit {
-                    Ok(()) => tracing::debug!(task = %name, "task finished"),
-                    Err(error) => return Err(Err(error)),
-                },
-                value = &mut future => return Ok(value),
-            }
         }
     }
 
@@ -125,7 +110,15 @@ impl Manager {
         self.start_tasks(&mut layers);
         self.start_informers(&mut layers);
         let abort = CancellationToken::new();
-        let cause = self.start(&mut layers, &stop, &abort).await;
+        let mut running = Running {
+            layers,
+            live: HashMap::new(),
+            inbox: self.inbox.take(),
+            status: Arc::clone(&status),
+            abort: abort.clone(),
+        };
+        let cause = self.start(&mut running, &stop).await;
+        let mut layers = running.layers;
         if let Err(error) = &cause {
             status.set_failed(error.to_string());
         }
@@ -136,12 +129,12 @@ impl Manager {
 
     fn status(&self) -> Status {
         Status {
-            informers: Mutex::new(self.informers.clone()),
+            informers: Arc::clone(&self.informers),
             controllers: Mutex::new(self.controllers.iter().map(|c| c.view.clone()).collect()),
-            activity: Arc::clone(&self.activity),
+            activity: Arc::clone(&self.placer.activity),
             stalls: self.config.stalls,
-            leadership: self.leadership.clone(),
-            sharding: self.sharding.clone(),
+            leadership: self.placer.leadership.clone(),
+            sharding: self.placer.sharding.clone(),
             standby_ready: self.config.standby_ready,
             stopping: AtomicBool::new(false),
             failed: Mutex::new(None),
@@ -179,72 +172,97 @@ impl Manager {
     }
 
     fn start_informers(&self, layers: &mut Layers) {
-        for (name, informer) in &self.informers {
-            spawn_informer(layers, name, informer);
+        for (informer, stop) in self.informers.start_pinned(&layers.informers.token()) {
+            spawn_informer(layers, &informer, stop);
         }
     }
 
     /// Starts the controllers, waits for the caches, then the leadership
-    /// and the sharding; waits for a stop; returns why it stopped.
-    async fn start(
-        &mut self,
-        layers: &mut Layers,
-        stop: &CancellationToken,
-        abort: &CancellationToken,
-    ) -> Exit {
+    /// and the sharding; serves the handles until a stop; returns why it
+    /// stopped.
+    async fn start(&mut self, running: &mut Running, stop: &CancellationToken) -> Exit {
         for placed in std::mem::take(&mut self.controllers) {
-            self.start_controller(layers, placed, abort);
+            self.start_controller(running, placed);
         }
-        let synced = wait_synced(
-            &self.informers,
-            self.config.sync_timeout,
-            self.config.unsynced,
-        );
-        match layers.until(stop, synced).await {
+        let informers = self.informers.all();
+        let synced = wait_synced(&informers, self.config.sync_timeout, self.config.unsynced);
+        match self.until(running, stop, synced).await {
             Ok(synced) => synced?,
             Err(cause) => return cause,
         }
-        self.start_placement(layers);
-        match layers.until(stop, std::future::pending::<()>()).await {
+        self.start_placement(&mut running.layers);
+        match self.until(running, stop, std::future::pending::<()>()).await {
             Ok(()) => Ok(()),
             Err(cause) => cause,
         }
     }
 
-    /// Starts one controller in the controllers' layer.
-    pub(super) fn start_controller(
-        &self,
-        layers: &mut Layers,
-        placed: Placed,
-        abort: &CancellationToken,
-    ) -> CancellationToken {
+    /// Waits for `future` unless a stop is requested or a task fails
+    /// first, carrying out the handles' commands meanwhile.
+    async fn until<T>(
+        &mut self,
+        running: &mut Running,
+        stop: &CancellationToken,
+        future: impl Future<Output = T>,
+    ) -> Result<T, Exit> {
+        tokio::pin!(future);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return Err(Ok(())),
+                (name, exit) = running.layers.next_exit() => match exit {
+                    Ok(()) => tracing::debug!(task = %name, "task finished"),
+                    Err(error) => return Err(Err(error)),
+                },
+                Some(command) = next_command(&mut running.inbox) => self.command(running, command),
+                value = &mut future => return Ok(value),
+            }
+        }
+    }
+
+    /// Starts one controller in the controllers' layer: its informers not
+    /// running yet first. Its task tells the manager when it ends.
+    pub(super) fn start_controller(&mut self, running: &mut Running, placed: Placed) {
+        let layers = &mut running.layers;
+        let ids = placed.view.informers.clone();
+        for (informer, stop) in self.informers.acquire(&ids, &layers.informers.token()) {
+            spawn_informer(layers, &informer, stop);
+        }
         let stop = layers.controllers.token().child_token();
         let start = Start {
             stop: stop.clone(),
-            abort: abort.clone(),
+            abort: running.abort.clone(),
             max_grace: self.config.controller_grace(),
             // The manager decides what a cache that does not sync does.
             sync_timeout: Duration::MAX,
         };
         let name = placed.view.name.clone();
         let run = placed.controller.start(start);
-        let controller = name.clone();
-        layers.controllers.spawn(name, async move {
-            run.await
-                .map_err(|source| ManagerError::Controller { controller, source })
+        let (controller, ended) = (name.clone(), self.commands.clone());
+        layers.controllers.spawn(name.clone(), async move {
+            let exit = run.await;
+            let _ = ended.send(Command::Ended {
+                name: controller.clone(),
+            });
+            exit.map_err(|source| ManagerError::Controller { controller, source })
         });
-        stop
+        let live = Live {
+            stop,
+            informers: ids,
+            removing: Vec::new(),
+        };
+        running.live.insert(name, live);
     }
 
     /// Starts the leadership (with its leader-only tasks) and the sharding.
     fn start_placement(&mut self, layers: &mut Layers) {
-        if let Some(leadership) = self.leadership.clone() {
+        if let Some(leadership) = self.placer.leadership.clone() {
             let token = layers.placement.token();
             layers.placement.spawn("leader election", async move {
                 leadership.run(token).await.map_err(ManagerError::from)
             });
         }
-        if let Some(leadership) = self.leadership.clone() {
+        if let Some(leadership) = self.placer.leadership.clone() {
             let tasks = std::mem::take(&mut self.tasks)
                 .into_iter()
                 .filter(|task| task.placement == Placement::Leader)
@@ -252,7 +270,7 @@ impl Manager {
             let follower = LeaderTasks::new(
                 leadership,
                 tasks,
-                self.metrics.clone(),
+                self.placer.metrics.clone(),
                 self.config.controller_grace(),
             );
             let token = layers.leader_tasks.token();
@@ -260,7 +278,7 @@ impl Manager {
                 .leader_tasks
                 .spawn("leader-only tasks", follower.run(token));
         }
-        if let Some(sharding) = self.sharding.clone() {
+        if let Some(sharding) = self.placer.sharding.clone() {
             let token = layers.placement.token();
             layers.placement.spawn("sharding", async move {
                 sharding.run(token).await.map_err(ManagerError::from)
@@ -324,16 +342,24 @@ async fn stop_in_order(layers: &mut Layers) -> Exit {
     first
 }
 
-/// Runs a registered informer in the informers' layer.
-pub(super) fn spawn_informer(layers: &mut Layers, name: &str, informer: &Arc<dyn SharedInformer>) {
-    let run = informer.run(layers.informers.token());
-    let informer = name.to_owned();
+/// Runs a registered informer in the informers' layer until `stop`.
+pub(super) fn spawn_informer(layers: &mut Layers, informer: &Named, stop: CancellationToken) {
+    let run = informer.shared.run(stop);
+    let name = informer.name.clone();
     layers
         .informers
         .spawn(format!("informer {name}"), async move {
             run.await
-                .map_err(|source| ManagerError::Informer { informer, source })
+                .map_err(|source| ManagerError::Informer { informer: name, source })
         });
+}
+
+/// The next command of a handle (pending for ever without an inbox).
+async fn next_command(inbox: &mut Option<mpsc::UnboundedReceiver<Command>>) -> Option<Command> {
+    match inbox {
+        Some(inbox) => inbox.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits until every informer has synced, within one overall timeout;

@@ -9,9 +9,12 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::ManagerError;
+use super::activity::{Activity, active_for};
 use super::erased::ControllerView;
+use super::metrics::Metrics;
 use crate::controller::{Controller, ControllerError, Environment, Ownership, Reconciler};
-use crate::placement::Placement;
+use crate::placement::{Leadership, Placement, Sharding};
+use crate::shard::ShardKey;
 use crate::source::{BoxError, Object};
 
 /// What a manager hands a controller it starts.
@@ -142,4 +145,100 @@ pub(super) struct Task {
     pub(super) name: String,
     pub(super) placement: Placement,
     pub(super) run: TaskRun,
+}
+
+/// Decides what a runnable's placement gives it, and records it in the
+/// metrics and `/debug/runnables`: shared by the manager and its handles.
+#[derive(Clone)]
+pub(super) struct Placer {
+    pub(super) leadership: Option<Leadership>,
+    pub(super) sharding: Option<Sharding>,
+    pub(super) metrics: Metrics,
+    pub(super) activity: Arc<Activity>,
+}
+
+impl Placer {
+    /// `controller` at its default placement: leader-only with an
+    /// election, everywhere without election or membership.
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::UnshardedController`] with a membership and no
+    /// election; [`ManagerError::UnfencedClient`].
+    pub(super) fn place_default<O: Object, R: Reconciler<O>>(
+        &self,
+        controller: Controller<O, R>,
+    ) -> Result<Placed, ManagerError> {
+        let ownership = match (&self.leadership, &self.sharding) {
+            (Some(leadership), _) => Some((Placement::Leader, leadership.ownership())),
+            (None, Some(_)) => {
+                return Err(ManagerError::UnshardedController {
+                    controller: controller.name().to_owned(),
+                });
+            }
+            (None, None) => None,
+        };
+        Placed::new(controller, ownership)
+    }
+
+    /// `controller` at `placement`.
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::NoElection`], [`ManagerError::NoMembership`],
+    /// [`ManagerError::UnfencedClient`].
+    pub(super) fn place<O, R>(
+        &self,
+        controller: Controller<O, R>,
+        placement: Placement,
+    ) -> Result<Placed, ManagerError>
+    where
+        O: Object<Key: ShardKey>,
+        R: Reconciler<O>,
+    {
+        let ownership = self.ownership::<O::Key>(controller.name(), placement)?;
+        Placed::new(controller, ownership.map(|ownership| (placement, ownership)))
+    }
+
+    /// The ownership a runnable placed at `placement` gets (`None`: every
+    /// key, no token), or why it cannot be placed there.
+    fn ownership<K: ShardKey>(
+        &self,
+        runnable: &str,
+        placement: Placement,
+    ) -> Result<Option<Ownership<K>>, ManagerError> {
+        match placement {
+            Placement::Everywhere => Ok(None),
+            Placement::Leader => match &self.leadership {
+                Some(leadership) => Ok(Some(leadership.ownership())),
+                None => Err(ManagerError::NoElection {
+                    runnable: runnable.to_owned(),
+                }),
+            },
+            Placement::Sharded => match &self.sharding {
+                Some(sharding) => Ok(Some(sharding.ownership())),
+                None => Err(ManagerError::NoMembership {
+                    runnable: runnable.to_owned(),
+                }),
+            },
+        }
+    }
+
+    /// Records an accepted controller in the metrics and the activity.
+    pub(super) fn admit(&self, placed: &Placed) {
+        self.metrics.add_controller(placed);
+        self.note(&placed.view.name, "controller", placed.view.placement);
+    }
+
+    /// Records a runnable's placement and activity.
+    pub(super) fn note(&self, name: &str, kind: &str, placement: Placement) {
+        let active = active_for(placement, self.leadership.as_ref(), self.sharding.as_ref());
+        self.activity.add(name, kind, placement, active);
+    }
+
+    /// Forgets a removed controller's metrics and activity.
+    pub(super) fn forget(&self, name: &str) {
+        self.metrics.remove_controller(name);
+        self.activity.remove(name, "controller");
+    }
 }

@@ -8,8 +8,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::activity::{Activity, RunnableReport};
-use super::erased::{ControllerView, SharedInformer};
+use super::erased::ControllerView;
 use super::health::{StallLimits, Unhealthy, stuck_keys};
+use super::informers::Informers;
 use crate::placement::{Leadership, ShardReport, Sharding};
 
 /// How many in-flight keys `/debug/queues` lists per controller, and
@@ -21,7 +22,7 @@ const OLDEST_KEYS: usize = 10;
 /// Flags are atomics; the lists and `failed` are locks held only to copy
 /// or change them, never across an `.await`.
 pub(super) struct Status {
-    pub(super) informers: Mutex<Vec<(String, Arc<dyn SharedInformer>)>>,
+    pub(super) informers: Arc<Informers>,
     pub(super) controllers: Mutex<Vec<ControllerView>>,
     pub(super) activity: Arc<Activity>,
     /// When `/healthz` calls a key stuck or an informer stalled.
@@ -73,15 +74,15 @@ impl Status {
                 reasons.extend(stuck_keys(&controller.name, timeout, bound, held));
             }
         }
-        for (name, informer) in self.informers.lock().iter() {
-            reasons.extend(self.stalls.informer_stall(name, &informer.stats(), now));
+        for (name, informer) in self.informers.all() {
+            reasons.extend(self.stalls.informer_stall(&name, &informer.stats(), now));
         }
         reasons
     }
 
     /// Each informer not synced, and each controller waiting for one.
     fn unsynced(&self) -> Vec<String> {
-        let informers = self.informers.lock();
+        let informers = self.informers.all();
         let waiting: Vec<_> = informers
             .iter()
             .filter(|(_, informer)| !informer.is_synced())
@@ -213,6 +214,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::manager::erased::SharedInformer;
     use crate::informer::Informer;
     use crate::queue::WorkQueue;
     use crate::source::Revision;
@@ -233,8 +235,12 @@ mod tests {
         controllers: Vec<ControllerView>,
         informers: Vec<(String, Arc<dyn SharedInformer>)>,
     ) -> Status {
+        let registry = Informers::default();
+        for (name, informer) in informers {
+            registry.register(&name, informer, true);
+        }
         Status {
-            informers: Mutex::new(informers),
+            informers: Arc::new(registry),
             controllers: Mutex::new(controllers),
             activity: Arc::default(),
             stalls: StallLimits::DEFAULT,
