@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tend::controller::{Action, Context, Reconciler};
+use tend::Informer;
+use tend::controller::{Action, Context, Controller, Environment, Reconciler};
 use tend::manager::{InProcessElection, Manager, ManagerError};
 use tend::memory::MemoryStore;
-use tend::placement::Placement;
+use tend::placement::{Placement, Sharding};
 use tend::shard::{InProcessMembership, ShardCount};
-use tend::Informer;
+use tend::testing::Harness;
 use tokio_util::sync::CancellationToken;
 
 use widgets::{Widget, eventually, widgets, within};
@@ -139,11 +140,15 @@ async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by
     let election = InProcessElection::new("widgets-lock");
     let log = Log::default();
     let r0 = mixed("r0", &store, (&group, &election), &log);
-    eventually("r0 to reconcile every key in each controller", LIMIT, || {
-        ["sharded", "leader", "everywhere"]
-            .iter()
-            .all(|c| keys(&log, "r0", c).len() >= 64)
-    })
+    eventually(
+        "r0 to reconcile every key in each controller",
+        LIMIT,
+        || {
+            ["sharded", "leader", "everywhere"]
+                .iter()
+                .all(|c| keys(&log, "r0", c).len() >= 64)
+        },
+    )
     .await;
     let r1 = mixed("r1", &store, (&group, &election), &log);
     eventually("r1 to run everywhere and own some shards", LIMIT, || {
@@ -196,7 +201,9 @@ fn elected(
         .controller("leader", &informer, recorder)
         .build()
         .expect("valid");
-    manager.add_controller(controller).expect("leader-only by default");
+    manager
+        .add_controller(controller)
+        .expect("leader-only by default");
     let stop = manager.shutdown_token();
     Replica {
         stop,
@@ -251,15 +258,19 @@ async fn leader_only_tasks_start_on_winning_stop_on_losing_and_start_again() {
         .expect("valid");
     let seen = Arc::clone(&events);
     manager
-        .add_task_on("singleton", Placement::Leader, move |stop: CancellationToken| {
-            let seen = Arc::clone(&seen);
-            async move {
-                seen.lock().push("started".to_owned());
-                stop.cancelled().await;
-                seen.lock().push("stopped".to_owned());
-                Ok(())
-            }
-        })
+        .add_task_on(
+            "singleton",
+            Placement::Leader,
+            move |stop: CancellationToken| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().push("started".to_owned());
+                    stop.cancelled().await;
+                    seen.lock().push("stopped".to_owned());
+                    Ok(())
+                }
+            },
+        )
         .expect("placed");
     let leadership = manager.leadership().expect("elected").clone();
     let stop = manager.shutdown_token();
@@ -270,17 +281,28 @@ async fn leader_only_tasks_start_on_winning_stop_on_losing_and_start_again() {
     // A rival takes over: the task stops; this replica stands by.
     election.depose();
     let rival = election.candidate();
-    let won = within("the rival's campaign", LIMIT, tend::manager::LeaderElector::campaign(&rival)).await;
+    let won = within(
+        "the rival's campaign",
+        LIMIT,
+        tend::manager::LeaderElector::campaign(&rival),
+    )
+    .await;
     assert!(won.is_ok());
     eventually("the task to stop", LIMIT, || events.lock().len() == 2).await;
     assert!(!leadership.is_leader());
     assert!(!run.is_finished(), "standing by, not failed");
 
     drop(rival); // resigns: this replica wins again
-    eventually("the task to start again", LIMIT, || events.lock().len() == 3).await;
+    eventually("the task to start again", LIMIT, || {
+        events.lock().len() == 3
+    })
+    .await;
     assert_eq!(*events.lock(), ["started", "stopped", "started"]);
     stop.cancel();
-    within("run", LIMIT, run).await.expect("not panicked").expect("clean");
+    within("run", LIMIT, run)
+        .await
+        .expect("not panicked")
+        .expect("clean");
     assert_eq!(events.lock().last().map(String::as_str), Some("stopped"));
 }
 
@@ -295,20 +317,26 @@ async fn a_lost_leadership_fails_run_and_stops_leader_only_tasks_by_default() {
         .expect("valid");
     let flag = Arc::clone(&stopped);
     manager
-        .add_task_on("singleton", Placement::Leader, move |stop: CancellationToken| {
-            let flag = Arc::clone(&flag);
-            async move {
-                stop.cancelled().await;
-                *flag.lock() = true;
-                Ok(())
-            }
-        })
+        .add_task_on(
+            "singleton",
+            Placement::Leader,
+            move |stop: CancellationToken| {
+                let flag = Arc::clone(&flag);
+                async move {
+                    stop.cancelled().await;
+                    *flag.lock() = true;
+                    Ok(())
+                }
+            },
+        )
         .expect("placed");
     let leadership = manager.leadership().expect("elected").clone();
     let run = tokio::spawn(manager.run());
     eventually("leading", LIMIT, || leadership.is_leader()).await;
     election.depose();
-    let ended = within("run to fail", LIMIT, run).await.expect("not panicked");
+    let ended = within("run to fail", LIMIT, run)
+        .await
+        .expect("not panicked");
     assert!(
         matches!(&ended, Err(ManagerError::LostLeadership { election }) if election == "lock"),
         "{ended:?}"
@@ -371,7 +399,15 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     for placement in [Placement::Leader, Placement::Sharded] {
         let name = format!("{placement}");
         let controller = manager
-            .controller(&name, &informer, Recorder { replica: "r", controller: "c", log: Log::default() })
+            .controller(
+                &name,
+                &informer,
+                Recorder {
+                    replica: "r",
+                    controller: "c",
+                    log: Log::default(),
+                },
+            )
             .client(store.client())
             .build()
             .expect("valid");
@@ -384,17 +420,142 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     }
     // Fenced by the election, it is accepted; unfenced, it may run everywhere.
     let fenced = manager
-        .controller("leader", &informer, Recorder { replica: "r", controller: "c", log: Log::default() })
+        .controller(
+            "leader",
+            &informer,
+            Recorder {
+                replica: "r",
+                controller: "c",
+                log: Log::default(),
+            },
+        )
         .client(store.client_fenced_by(election.clone()))
         .build()
         .expect("valid");
-    manager.add_controller_on(fenced, Placement::Leader).expect("fenced");
+    manager
+        .add_controller_on(fenced, Placement::Leader)
+        .expect("fenced");
     let everywhere = manager
-        .controller("everywhere", &informer, Recorder { replica: "r", controller: "c", log: Log::default() })
+        .controller(
+            "everywhere",
+            &informer,
+            Recorder {
+                replica: "r",
+                controller: "c",
+                log: Log::default(),
+            },
+        )
         .client(store.client())
         .build()
         .expect("valid");
     manager
         .add_controller_on(everywhere, Placement::Everywhere)
         .expect("no token to fence");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sharded_controller_runs_in_the_harness_without_a_manager() {
+    let store = store_of(40);
+    let group = InProcessMembership::new("widgets", ShardCount::new(8).expect("valid"));
+    let informer = Informer::builder(store.clone()).build().expect("valid");
+    let log = Log::default();
+    let mut harness = Harness::new();
+    harness.informer(&informer);
+    for replica in ["r0", "r1"] {
+        let sharding = Sharding::new(group.member(replica), group.shard_count())
+            .handover_timeout(Duration::from_secs(1));
+        harness.sharding(&sharding);
+        let recorder = Recorder {
+            replica,
+            controller: "sharded",
+            log: Arc::clone(&log),
+        };
+        let controller = Controller::builder(replica, &informer, recorder)
+            .build()
+            .expect("valid");
+        harness.controller_with(controller, sharding.ownership());
+    }
+    let owners = |member: &str| {
+        group
+            .shard_count()
+            .shards()
+            .filter(|&shard| {
+                group
+                    .owner(shard)
+                    .is_some_and(|(owner, _)| owner.as_str() == member)
+            })
+            .count()
+    };
+    eventually("each replica to own half the shards", LIMIT, || {
+        owners("r0") == 4 && owners("r1") == 4
+    })
+    .await;
+    harness.settle(LIMIT).await.expect("settled");
+    for i in 0..40 {
+        let key = format!("w{i:03}");
+        let shard = group.shard_count().shard_of(&key);
+        let (owner, token) = group.owner(shard).expect("owned");
+        let last = log
+            .lock()
+            .iter()
+            .rev()
+            .find(|seen| seen.key == key)
+            .cloned()
+            .expect("reconciled");
+        assert_eq!(last.replica, owner.as_str(), "{key}: by its shard's owner");
+        assert_eq!(last.token, Some(token), "{key}: with its shard's token");
+    }
+    harness.shutdown().await.expect("clean");
+    assert!(
+        group
+            .shard_count()
+            .shards()
+            .all(|shard| group.owner(shard).is_none()),
+        "every shard handed over on shutdown"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sharded_controller_runs_in_a_programs_own_main() {
+    let store = store_of(10);
+    let group = InProcessMembership::new("widgets", ShardCount::new(4).expect("valid"));
+    let sharding = Sharding::new(group.member("only"), group.shard_count());
+    let informer = Informer::builder(store.clone()).build().expect("valid");
+    let log = Log::default();
+    let recorder = Recorder {
+        replica: "only",
+        controller: "sharded",
+        log: Arc::clone(&log),
+    };
+    let controller = Controller::builder("sharded", &informer, recorder)
+        .build()
+        .expect("valid");
+    let stop = CancellationToken::new();
+    let env = Environment::new(stop.clone()).ownership(sharding.ownership());
+    let watching = tokio::spawn({
+        let (informer, stop) = (informer.clone(), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    let following = tokio::spawn(sharding.clone().run(stop.clone()));
+    let running = tokio::spawn(controller.run_in(env));
+    eventually("every key reconciled with a shard token", LIMIT, || {
+        let seen = log.lock();
+        seen.len() >= 10 && seen.iter().all(|s| s.token.is_some())
+    })
+    .await;
+    assert!(sharding.owns_any());
+    stop.cancel();
+    within("the controller", LIMIT, running)
+        .await
+        .expect("not panicked")
+        .expect("clean");
+    within("the sharding", LIMIT, following)
+        .await
+        .expect("not panicked")
+        .expect("clean");
+    within("the informer", LIMIT, watching)
+        .await
+        .expect("not panicked")
+        .expect("clean");
+    assert!(!sharding.owns_any(), "handed over");
 }

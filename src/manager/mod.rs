@@ -536,7 +536,9 @@ impl Manager {
         primary: impl Into<Watch<O>>,
         reconciler: R,
     ) -> ControllerBuilder<O, R> {
-        self.placer.metrics.controller_builder(name, primary, reconciler)
+        self.placer
+            .metrics
+            .controller_builder(name, primary, reconciler)
     }
 
     /// Registers a controller at its default placement: only on the
@@ -677,9 +679,11 @@ impl Manager {
             Placement::Sharded => Err(ManagerError::ShardedTask {
                 task: name.to_owned(),
             }),
-            Placement::Leader if self.placer.leadership.is_none() => Err(ManagerError::NoElection {
-                runnable: name.to_owned(),
-            }),
+            Placement::Leader if self.placer.leadership.is_none() => {
+                Err(ManagerError::NoElection {
+                    runnable: name.to_owned(),
+                })
+            }
             _ => self.push_task(name, placement, TaskRun::repeated(task)),
         }
     }

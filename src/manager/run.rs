@@ -191,7 +191,10 @@ impl Manager {
             Err(cause) => return cause,
         }
         self.start_placement(&mut running.layers);
-        match self.until(running, stop, std::future::pending::<()>()).await {
+        match self
+            .until(running, stop, std::future::pending::<()>())
+            .await
+        {
             Ok(()) => Ok(()),
             Err(cause) => cause,
         }
@@ -349,8 +352,10 @@ pub(super) fn spawn_informer(layers: &mut Layers, informer: &Named, stop: Cancel
     layers
         .informers
         .spawn(format!("informer {name}"), async move {
-            run.await
-                .map_err(|source| ManagerError::Informer { informer: name, source })
+            run.await.map_err(|source| ManagerError::Informer {
+                informer: name,
+                source,
+            })
         });
 }
 

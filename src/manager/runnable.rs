@@ -197,7 +197,10 @@ impl Placer {
         R: Reconciler<O>,
     {
         let ownership = self.ownership::<O::Key>(controller.name(), placement)?;
-        Placed::new(controller, ownership.map(|ownership| (placement, ownership)))
+        Placed::new(
+            controller,
+            ownership.map(|ownership| (placement, ownership)),
+        )
     }
 
     /// The ownership a runnable placed at `placement` gets (`None`: every

@@ -214,8 +214,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::manager::erased::SharedInformer;
     use crate::informer::Informer;
+    use crate::manager::erased::SharedInformer;
     use crate::queue::WorkQueue;
     use crate::source::Revision;
     use crate::source::memory::MemoryStore;

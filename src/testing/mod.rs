@@ -80,8 +80,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::QueueStats;
-use crate::controller::{Controller, Reconciler};
+use crate::controller::{Controller, Environment, Ownership, Reconciler};
 use crate::informer::Informer;
+use crate::placement::{Leadership, Sharding};
 use crate::source::Object;
 
 #[cfg(any(feature = "etcd", feature = "kube"))]
@@ -174,16 +175,76 @@ impl Harness {
 
     /// Runs `controller` until [`shutdown`](Self::shutdown).
     pub fn controller<O: Object, R: Reconciler<O>>(&mut self, controller: Controller<O, R>) {
+        self.run_controller(controller, None);
+    }
+
+    /// Runs `controller` until [`shutdown`](Self::shutdown), reconciling
+    /// only the keys `ownership` owns (see
+    /// [`Environment::ownership`](crate::controller::Environment::ownership)):
+    /// a sharded controller with a [`Sharding`](crate::placement::Sharding)
+    /// run by [`sharding`](Self::sharding), or a leader-only one with a
+    /// [`Leadership`](crate::placement::Leadership) run by
+    /// [`leadership`](Self::leadership). Keys not owned are not queued (or,
+    /// for a standby, not handed out), so they do not keep `settle` waiting.
+    pub fn controller_with<O: Object, R: Reconciler<O>>(
+        &mut self,
+        controller: Controller<O, R>,
+        ownership: Ownership<O::Key>,
+    ) {
+        self.run_controller(controller, Some(ownership));
+    }
+
+    /// Runs `sharding` (joins its group, acquires and hands over shards)
+    /// until [`shutdown`](Self::shutdown), which hands every shard over
+    /// and leaves.
+    pub fn sharding(&mut self, sharding: &Sharding) {
+        let (running, stop) = (sharding.clone(), self.stop.clone());
+        let name = format!("sharding {}/{}", sharding.group(), sharding.member());
+        self.tasks.spawn(async move {
+            running
+                .run(stop)
+                .await
+                .map_err(|error| HarnessError::TaskFailed {
+                    task: name,
+                    reason: error.to_string(),
+                })
+        });
+    }
+
+    /// Runs `leadership` (campaigns, leads) until
+    /// [`shutdown`](Self::shutdown), which resigns.
+    pub fn leadership(&mut self, leadership: &Leadership) {
+        let (running, stop) = (leadership.clone(), self.stop.clone());
+        let name = format!("leadership {}", leadership.name());
+        self.tasks.spawn(async move {
+            running
+                .run(stop)
+                .await
+                .map_err(|error| HarnessError::TaskFailed {
+                    task: name,
+                    reason: error.to_string(),
+                })
+        });
+    }
+
+    fn run_controller<O: Object, R: Reconciler<O>>(
+        &mut self,
+        controller: Controller<O, R>,
+        ownership: Option<Ownership<O::Key>>,
+    ) {
         let name = controller.name().to_owned();
         let queue = controller.queue();
         self.watched.push(Watched::Queue {
             name: name.clone(),
             stats: Box::new(move || queue.stats()),
         });
-        let stop = self.stop.clone();
+        let mut env = Environment::new(self.stop.clone());
+        if let Some(ownership) = ownership {
+            env = env.ownership(ownership);
+        }
         self.tasks.spawn(async move {
             controller
-                .run(stop)
+                .run_in(env)
                 .await
                 .map_err(|error| HarnessError::TaskFailed {
                     task: name,
