@@ -429,7 +429,7 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
                 log: Log::default(),
             },
         )
-        .client(store.client_fenced_by(election.clone()))
+        .client(store.client_fenced_by(election))
         .build()
         .expect("valid");
     manager
