@@ -33,7 +33,12 @@ tend::impl_object!(Item, key: name: String, version: version);
 
 fn item(i: usize) -> Item {
     let labels = (0..6)
-        .map(|l| (format!("app.example.com/label-{l}"), format!("value-{i}-{l}")))
+        .map(|l| {
+            (
+                format!("app.example.com/label-{l}"),
+                format!("value-{i}-{l}"),
+            )
+        })
         .collect();
     Item {
         name: format!("namespace-{}/item-{i:06}", i % 50),

@@ -178,6 +178,17 @@ async fn a_hundred_add_and_remove_cycles_under_traffic_lose_nothing_and_leave_no
     );
     let runnables = http::get(address, "/debug/runnables").await;
     assert!(!runnables.body.contains("cycle-"), "{}", runnables.body);
+    let runnables: serde_json::Value = serde_json::from_str(&runnables.body).expect("JSON");
+    assert_eq!(
+        runnables,
+        serde_json::json!([
+            {"name": "stable", "kind": "controller", "placement": "everywhere", "active": true}
+        ])
+    );
+    assert_eq!(
+        series(address, "tend_runnable_active").await,
+        ["tend_runnable_active{name=\"stable\",kind=\"controller\",placement=\"everywhere\"} 1"]
+    );
 
     let unknown = handle.remove_controller("cycle-0").await;
     assert!(matches!(

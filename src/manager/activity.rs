@@ -122,3 +122,68 @@ impl Collector for Activity {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::election::InProcessElection;
+
+    fn active(activity: &Activity) -> Vec<(String, bool)> {
+        activity
+            .report()
+            .into_iter()
+            .map(|r| (format!("{} {} {}", r.kind, r.name, r.placement), r.active))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_only_runnable_is_active_exactly_while_leading() {
+        let election = InProcessElection::new("lock");
+        let leadership = Leadership::new(election.candidate()).campaign_again(true);
+        let activity = Activity::default();
+        for (name, placement) in [
+            ("gc", Placement::Leader),
+            ("exporter", Placement::Everywhere),
+        ] {
+            let is = active_for(placement, Some(&leadership), None);
+            activity.add(name, "task", placement, is);
+        }
+        let sharded = active_for(Placement::Sharded, Some(&leadership), None);
+        activity.add("items", "controller", Placement::Sharded, sharded);
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(leadership.clone().run(stop.clone()));
+        let mut term = leadership.term();
+        tokio::time::timeout(Duration::from_secs(5), term.wait_for(Option::is_some))
+            .await
+            .expect("won")
+            .expect("a term");
+        let expected = |leading: bool| {
+            vec![
+                ("task gc leader".to_owned(), leading),
+                ("task exporter everywhere".to_owned(), true),
+                ("controller items sharded".to_owned(), false),
+            ]
+        };
+        assert_eq!(active(&activity), expected(true));
+        let rival = election.candidate();
+        election.depose();
+        let won = crate::election::LeaderElector::campaign(&rival);
+        tokio::time::timeout(Duration::from_secs(5), won)
+            .await
+            .expect("the rival won")
+            .expect("no error");
+        tokio::time::timeout(Duration::from_secs(5), term.wait_for(Option::is_none))
+            .await
+            .expect("lost")
+            .expect("a term");
+        assert_eq!(active(&activity), expected(false));
+        activity.remove("gc", "task");
+        assert_eq!(active(&activity).len(), 2);
+        stop.cancel();
+        running.await.expect("not panicked").expect("clean");
+    }
+}

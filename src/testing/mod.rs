@@ -184,8 +184,10 @@ impl Harness {
     /// a sharded controller with a [`Sharding`](crate::placement::Sharding)
     /// run by [`sharding`](Self::sharding), or a leader-only one with a
     /// [`Leadership`](crate::placement::Leadership) run by
-    /// [`leadership`](Self::leadership). Keys not owned are not queued (or,
-    /// for a standby, not handed out), so they do not keep `settle` waiting.
+    /// [`leadership`](Self::leadership). A sharded controller's keys of
+    /// other shards are not queued, so they do not keep `settle` waiting; a
+    /// standby's keys stay queued (not handed out) until it leads, so
+    /// `settle` waits for that.
     pub fn controller_with<O: Object, R: Reconciler<O>>(
         &mut self,
         controller: Controller<O, R>,
