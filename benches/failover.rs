@@ -121,7 +121,10 @@ async fn failover(store: &MemoryStore<Item>, count: usize, warm: bool) -> Durati
     let resigned = Instant::now();
     drop(rival);
     reconciled.await;
-    let took = first.at.get().map_or(Duration::ZERO, |at| at.duration_since(resigned));
+    let took = first
+        .at
+        .get()
+        .map_or(Duration::ZERO, |at| at.duration_since(resigned));
     stop.cancel();
     running.await.expect("not panicked").expect("clean");
     leading.await.expect("not panicked").expect("clean");

@@ -59,7 +59,9 @@ struct Local<'q, K: crate::QueueKey> {
 }
 
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
-    /// Processes keys until the queue shuts down or the hard stop.
+    /// Processes keys until the queue shuts down or the hard stop (checked
+    /// between runs of keys: a key handed out after it is cancelled
+    /// unreconciled and given back).
     ///
     /// Keys come in batches (see `queue::Batch`): from a backlog, while
     /// reconciles are quick, up to a run of keys under one lock, ended
@@ -78,7 +80,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         };
         // Reconciles that finish without waiting never yield to tokio:
         // spend the task's budget so a backlog cannot monopolise a thread.
-        while !local.stop.is_cancelled() {
+        loop {
             tokio::task::consume_budget().await;
             let Some((handed, started)) = self.take(&mut local).await else {
                 return;
@@ -157,9 +159,18 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             let pace = &mut local.pace;
             let max = pace.run();
             // Ending the run and taking the next starts afresh, quick.
-            pace.quick |= local.batch.will_refill();
+            let refill = local.batch.will_refill();
+            pace.quick |= refill;
+            // Stopped hard: every key would be cancelled and given back. Once
+            // per run (the token's check takes a lock), not per key.
+            if refill && local.stop.is_cancelled() {
+                return None;
+            }
             if let Some(handed) = local.batch.next(pace.last_end, max, pace.spare) {
                 return Some((handed, pace.last_end));
+            }
+            if local.stop.is_cancelled() {
+                return None;
             }
             self.until_active(&local.stop).await?;
             match AssertUnwindSafe(self.sink.queue.get_handed())
