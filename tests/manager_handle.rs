@@ -237,3 +237,54 @@ async fn a_duplicate_name_is_refused_and_a_handle_before_run_waits_for_it() {
         .expect("not panicked")
         .expect("clean");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_add_waiting_for_its_caches_ends_with_the_manager_and_one_over_an_unknown_informer_is_refused()
+ {
+    let store = store();
+    let broken = MemoryStore::<Widget>::new("broken");
+    broken.fail_next_lists(u32::MAX);
+    let manager = Manager::builder()
+        .without_signals()
+        .sync_timeout(Duration::from_secs(3600))
+        .graceful_shutdown_timeout(Duration::from_secs(5))
+        .build()
+        .expect("valid");
+    let handle = manager.handle();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+
+    let stranger = Informer::builder(store.clone()).build().expect("valid");
+    let unknown = handle
+        .controller("unknown", &stranger, Latest::default())
+        .build()
+        .expect("valid");
+    let refused = within("the add", LIMIT, handle.add_controller(unknown)).await;
+    assert!(
+        matches!(&refused, Err(ManagerError::UnregisteredInformer { controller }) if controller == "unknown"),
+        "{refused:?}"
+    );
+
+    let informer = handle
+        .informer("broken", || Informer::builder(broken.clone()).build())
+        .expect("registered");
+    let waiting = handle
+        .controller("waiting", &informer, Latest::default())
+        .build()
+        .expect("valid");
+    let adding = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.add_controller(waiting).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!adding.is_finished(), "its cache has not synced");
+    let stopping = tokio::time::Instant::now();
+    shutdown.cancel();
+    within("run", LIMIT, run)
+        .await
+        .expect("not panicked")
+        .expect("a clean stop, not a shutdown timeout");
+    assert!(stopping.elapsed() < Duration::from_secs(5));
+    let added = within("the add", LIMIT, adding).await.expect("not panicked");
+    assert!(matches!(added, Err(ManagerError::NotRunning)), "{added:?}");
+}

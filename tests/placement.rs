@@ -559,3 +559,14 @@ async fn a_sharded_controller_runs_in_a_programs_own_main() {
         .expect("clean");
     assert!(!sharding.owns_any(), "handed over");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sharding_whose_run_is_dropped_owns_nothing_any_more() {
+    let group = InProcessMembership::new("widgets", ShardCount::new(4).expect("valid"));
+    let sharding = Sharding::new(group.member("r0"), group.shard_count());
+    let running = tokio::spawn(sharding.clone().run(CancellationToken::new()));
+    eventually("shards owned", LIMIT, || sharding.owns_any()).await;
+    running.abort();
+    let _ = running.await;
+    assert!(!sharding.owns_any(), "dropped: every shard lost here");
+}

@@ -167,3 +167,56 @@ async fn an_optional_watch_lets_a_controller_start_and_use_the_source_once_it_an
         .expect("not panicked")
         .expect("clean");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_optional_source_that_never_lists_neither_fails_run_nor_holds_back_the_election() {
+    let sets = widgets(&["a"]);
+    let parts = MemoryStore::<Part>::new("parts");
+    parts.fail_next_lists(u32::MAX);
+    let log = Log::default();
+    let election = tend::manager::InProcessElection::new("lock");
+    let mut manager = Manager::builder()
+        .without_signals()
+        .leader_election(election.candidate())
+        .sync_timeout(Duration::from_secs(100))
+        .unsynced_caches(tend::manager::UnsyncedCaches::Fail)
+        .build()
+        .expect("valid");
+    let primary = manager
+        .informer("widgets", || Informer::builder(sets.clone()).build())
+        .expect("registered");
+    let secondary = manager
+        .informer("parts", || Informer::builder(parts.clone()).build())
+        .expect("registered");
+    let tagged = Tagged {
+        tag: "sets",
+        log: Arc::clone(&log),
+    };
+    let controller = manager
+        .controller("sets", &primary, tagged)
+        .owns(Watch::new(secondary).optional(), |part: &Part| {
+            Some(part.widget.clone())
+        })
+        .build()
+        .expect("valid");
+    manager.add_controller(controller).expect("leader-only");
+    let shutdown = manager.shutdown_token();
+    let started = tokio::time::Instant::now();
+    let run = tokio::spawn(manager.run());
+    eventually("the leader's reconcile", LIMIT, || {
+        log.lock().iter().any(|e| e == "sets a (no parts)")
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(100),
+        "the election waited for the optional source: {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    assert!(!run.is_finished(), "an optional source does not fail run");
+    shutdown.cancel();
+    within("run", LIMIT, run)
+        .await
+        .expect("not panicked")
+        .expect("clean");
+}

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -24,32 +25,31 @@ pub(super) struct Feed<O: Object> {
     pub(super) store: Store<O>,
     pub(super) departed: Arc<Departed<O>>,
     pub(super) last_states: Arc<LastStates<O>>,
+    /// The ownership's announcements of slots gained, subscribed before
+    /// the controller's informers were: a slot gained before that is
+    /// covered by their first replay, which is filtered by what is owned
+    /// then.
+    pub(super) gains: broadcast::Receiver<Arc<[Shard]>>,
+    pub(super) ownership: Ownership<O::Key>,
 }
 
 impl<O: Object> Feed<O> {
-    /// Queues the keys of every slot `ownership` announces as gained, until
-    /// `stop`. Subscribed before the controller's informers are: a slot
-    /// gained before that is covered by their first replay, which is
-    /// filtered by what is owned then.
-    pub(super) async fn run(
-        self,
-        mut gains: tokio::sync::broadcast::Receiver<Arc<[Shard]>>,
-        ownership: Ownership<O::Key>,
-        stop: CancellationToken,
-    ) {
+    /// Queues the keys of every slot announced as gained, until `stop`.
+    pub(super) async fn run(mut self, stop: CancellationToken) {
         loop {
-            let gained = match stop.run_until_cancelled(gains.recv()).await {
+            let gained = match stop.run_until_cancelled(self.gains.recv()).await {
                 None | Some(Err(RecvError::Closed)) => return,
                 Some(Ok(gained)) => gained,
                 // Announcements were missed: every owned slot may be new.
-                Some(Err(RecvError::Lagged(_))) => ownership.owned_slots().into(),
+                Some(Err(RecvError::Lagged(_))) => self.ownership.owned_slots().into(),
             };
-            self.queue_slots(&gained, &ownership);
+            self.queue_slots(&gained);
         }
     }
 
     /// Queues the cached keys of `gained` and their recent deletions.
-    fn queue_slots(&self, gained: &[Shard], ownership: &Ownership<O::Key>) {
+    fn queue_slots(&self, gained: &[Shard]) {
+        let ownership = &self.ownership;
         let mut wanted = vec![false; ownership.slot_count().shards().len()];
         for slot in gained {
             if let Some(wanted) = usize::try_from(slot.index())

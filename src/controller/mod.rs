@@ -69,7 +69,7 @@ use self::departed::Departed;
 use self::feed::Feed;
 use self::gate::Gate;
 use self::last_states::LastStates;
-pub(crate) use self::ownership::Owned;
+pub(crate) use self::ownership::{LoseAllOnDrop, Owned};
 use self::sink::Enqueue;
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
@@ -245,6 +245,21 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         ids
     }
 
+    /// The informers this controller waits for before it reconciles: all
+    /// of [`informers`](Self::informers) but its
+    /// [optional](Watch::optional) sources.
+    #[must_use]
+    pub fn required_informers(&self) -> Vec<InformerId> {
+        let mut ids = vec![self.inputs.primary.informer().id()];
+        for secondary in self.inputs.secondaries.iter().filter(|s| !s.optional()) {
+            let id = secondary.informer_id();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
     /// How many keys are reconciled at once.
     #[must_use]
     pub fn concurrency(&self) -> NonZeroUsize {
@@ -324,15 +339,16 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             () = env.stop.cancelled() => return Ok(()),
         }
         tracing::info!(controller = %self.name, workers = self.config.concurrency, "caches synced, starting workers");
-        let feed = gains.zip(departed).map(|(gains, departed)| {
-            let feed = Feed {
+        let feed = gains.zip(departed).zip(env.ownership.clone()).map(
+            |((gains, departed), ownership)| Feed {
                 sink: sink.clone(),
                 store: self.inputs.primary.informer().store(),
                 departed,
                 last_states: Arc::clone(&self.last_states),
-            };
-            (feed, gains)
-        });
+                gains,
+                ownership,
+            },
+        );
         self.serve(env, sink, caches, feed).await;
         drop(subscriptions);
         Ok(())
@@ -344,7 +360,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         env: Environment<O::Key>,
         sink: Enqueue<O::Key>,
         caches: Caches,
-        feed: Option<(Feed<O>, Gains)>,
+        feed: Option<Feed<O>>,
     ) {
         let Self {
             name,
@@ -383,8 +399,8 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         for external in std::mem::take(&mut inputs.externals) {
             tasks.spawn(external.feed(sink.clone(), store.clone(), env.stop.clone()));
         }
-        if let (Some((feed, gains)), Some(ownership)) = (feed, env.ownership) {
-            tasks.spawn(feed.run(gains, ownership, env.stop.clone()));
+        if let Some(feed) = feed {
+            tasks.spawn(feed.run(env.stop.clone()));
         }
         // Ends the keys held for their writes; stops after the workers.
         let gated = CancellationToken::new();
@@ -392,7 +408,11 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         if worker.gate.is_some() {
             gate.spawn(Arc::clone(&worker).watch_writes(gated.clone()));
         }
-        env.stop.cancelled().await;
+        // The abort token ends the workers at once: the run ends then too.
+        tokio::select! {
+            () = env.stop.cancelled() => {}
+            () = hard_stop.cancelled() => {}
+        }
         queue.shutdown();
         drain(&mut tasks, grace, &hard_stop, &worker.name).await;
         gated.cancel();
@@ -442,9 +462,6 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         (caches, subscriptions)
     }
 }
-
-/// Announcements of the slots gained, for the feed.
-type Gains = tokio::sync::broadcast::Receiver<Arc<[crate::shard::Shard]>>;
 
 /// Spawns the workers (and the resync task) of a controller run.
 fn spawn_workers<O: Object, R: Reconciler<O>>(

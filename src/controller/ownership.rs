@@ -218,6 +218,16 @@ impl Owned {
     }
 }
 
+/// Loses every slot at once when dropped: held by whoever gains slots, so
+/// that its future dropped leaves nothing owned.
+pub(crate) struct LoseAllOnDrop(pub(crate) Arc<Owned>);
+
+impl Drop for LoseAllOnDrop {
+    fn drop(&mut self) {
+        self.0.lose_all_now();
+    }
+}
+
 /// One running reconcile of an owned slot's key; ends it when dropped.
 pub(crate) struct Claim {
     owned: Arc<Owned>,

@@ -255,6 +255,7 @@ pub(crate) trait Secondary<K: crate::QueueKey>: Send + Sync {
     fn subscribe(&self, sink: Enqueue<K>) -> Box<dyn Synced>;
     fn add_cache(&self, caches: &mut Caches);
     fn informer_id(&self) -> InformerId;
+    fn optional(&self) -> bool;
 }
 
 pub(crate) struct Mapped<P: Object, K> {
@@ -304,6 +305,10 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
 
     fn informer_id(&self) -> InformerId {
         self.watch.informer.id()
+    }
+
+    fn optional(&self) -> bool {
+        self.watch.optional
     }
 }
 

@@ -125,6 +125,9 @@ pub(super) struct ControllerView {
     pub(super) reconcile_timeout: Option<Duration>,
     /// The informers it reads.
     pub(super) informers: Vec<InformerId>,
+    /// Those it waits for before reconciling (not
+    /// [optional](crate::controller::Watch::optional)).
+    pub(super) required: Vec<InformerId>,
 }
 
 #[cfg(test)]

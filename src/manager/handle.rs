@@ -82,10 +82,14 @@ impl ManagerHandle {
     /// [`Manager::add_controller`](super::Manager::add_controller)) to the
     /// running manager, and returns once it started and its caches synced.
     ///
+    /// Called before the manager runs, it waits until it does.
+    ///
     /// # Errors
     ///
     /// As `Manager::add_controller`; [`ManagerError::NotRunning`] when the
-    /// manager is not running; [`ManagerError::CacheSync`] when a cache did
+    /// manager has stopped (or stops meanwhile);
+    /// [`ManagerError::UnregisteredInformer`] when the controller reads an
+    /// informer not registered with the manager; [`ManagerError::CacheSync`] when a cache did
     /// not sync within the sync timeout with
     /// [`UnsyncedCaches::Fail`](super::UnsyncedCaches::Fail) (the controller
     /// is removed then; with `Wait` it stays, and starts once its caches
@@ -140,7 +144,10 @@ impl ManagerHandle {
     /// reconcile starts, running ones get its shutdown grace, then are
     /// cancelled; returns once it stopped, its metrics are gone, and the
     /// informers no one else uses are stopped. No reconcile of it runs
-    /// after this returns.
+    /// after this returns. A controller meant to replace it under the same
+    /// name must be built ([`controller`](Self::controller)) after this
+    /// returns: one built before shares the removed metric series, which
+    /// are no longer exported.
     ///
     /// # Errors
     ///

@@ -79,6 +79,23 @@ impl Informers {
             .collect()
     }
 
+    /// The informers whose sync someone waits for: pinned or in use, and
+    /// not read only as `optional` sources.
+    pub(super) fn awaited(&self, optional: &[InformerId]) -> Vec<(String, Arc<dyn SharedInformer>)> {
+        self.entries
+            .lock()
+            .iter()
+            .filter(|e| (e.pinned || e.users > 0) && !optional.contains(&e.shared.id()))
+            .map(|entry| (entry.name.clone(), Arc::clone(&entry.shared)))
+            .collect()
+    }
+
+    /// Whether every one of `ids` is registered.
+    pub(super) fn knows(&self, ids: &[InformerId]) -> bool {
+        let entries = self.entries.lock();
+        ids.iter().all(|id| entries.iter().any(|e| e.shared.id() == *id))
+    }
+
     /// The pinned informers, marked running under `stop`: the ones the
     /// manager starts when it runs.
     pub(super) fn start_pinned(&self, stop: &CancellationToken) -> Vec<(Named, CancellationToken)> {

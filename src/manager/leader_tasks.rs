@@ -18,8 +18,16 @@ pub(super) struct LeaderTasks {
     tasks: Vec<Task>,
     metrics: Metrics,
     grace: Duration,
-    /// The tasks of the current term, and their token.
-    running: Option<(CancellationToken, JoinSet<Exit>)>,
+    /// The tasks of the term they started in.
+    running: Option<Term>,
+}
+
+/// Leader-only tasks started in one term.
+struct Term {
+    /// The term's fencing token.
+    token: u64,
+    cancel: CancellationToken,
+    tasks: JoinSet<Exit>,
 }
 
 impl LeaderTasks {
@@ -43,12 +51,15 @@ impl LeaderTasks {
     pub(super) async fn run(mut self, cancel: CancellationToken) -> Exit {
         let mut term = self.leadership.term();
         loop {
-            let leading = term.borrow_and_update().is_some();
-            self.metrics.set_leader(self.leadership.name(), leading);
-            match (leading, self.running.is_some()) {
-                (true, false) => self.start(),
-                (false, true) => self.stop().await?,
-                _ => {}
+            let now = *term.borrow_and_update();
+            self.metrics.set_leader(self.leadership.name(), now.is_some());
+            // A term that ended and one that began before this looked: the
+            // old term's tasks stop, the new term's start.
+            if self.running.as_ref().map(|t| t.token) != now {
+                self.stop().await?;
+                if let Some(token) = now {
+                    self.start(token);
+                }
             }
             tokio::select! {
                 biased;
@@ -65,11 +76,11 @@ impl LeaderTasks {
         self.stop().await
     }
 
-    fn start(&mut self) {
-        let token = CancellationToken::new();
+    fn start(&mut self, token: u64) {
+        let cancel = CancellationToken::new();
         let mut set = JoinSet::new();
         for task in &mut self.tasks {
-            let Some(run) = task.run.start(token.child_token()) else {
+            let Some(run) = task.run.start(cancel.child_token()) else {
                 continue;
             };
             let name = task.name.clone();
@@ -78,15 +89,24 @@ impl LeaderTasks {
                     .map_err(|source| ManagerError::TaskFailed { task: name, source })
             });
         }
-        self.running = Some((token, set));
+        self.running = Some(Term {
+            token,
+            cancel,
+            tasks: set,
+        });
     }
 
     /// Cancels the running tasks, waits the grace, aborts what is left.
     async fn stop(&mut self) -> Exit {
-        let Some((token, mut set)) = self.running.take() else {
+        let Some(Term {
+            cancel,
+            tasks: mut set,
+            ..
+        }) = self.running.take()
+        else {
             return Ok(());
         };
-        token.cancel();
+        cancel.cancel();
         let mut first = Ok(());
         let joined = tokio::time::timeout(self.grace, async {
             while let Some(exit) = set.join_next().await {
@@ -104,8 +124,12 @@ impl LeaderTasks {
 }
 
 /// The next running task's end (pending while none runs).
-async fn next_exit(running: &mut Option<(CancellationToken, JoinSet<Exit>)>) -> Option<Exit> {
-    let Some((_, set)) = running.as_mut().filter(|(_, set)| !set.is_empty()) else {
+async fn next_exit(running: &mut Option<Term>) -> Option<Exit> {
+    let Some(set) = running
+        .as_mut()
+        .map(|term| &mut term.tasks)
+        .filter(|set| !set.is_empty())
+    else {
         return std::future::pending().await;
     };
     match set.join_next().await? {

@@ -69,13 +69,17 @@ impl Manager {
             let _ = reply.send(Err(ManagerError::DuplicateController { controller: name }));
             return;
         }
+        if !self.informers.knows(&placed.view.informers) {
+            let _ = reply.send(Err(ManagerError::UnregisteredInformer { controller: name }));
+            return;
+        }
         self.placer.admit(&placed);
         running.status.controllers.lock().push(placed.view.clone());
         let reads: Vec<_> = self
             .informers
             .all()
             .into_iter()
-            .filter(|(_, informer)| placed.view.informers.contains(&informer.id()))
+            .filter(|(_, informer)| placed.view.required.contains(&informer.id()))
             .collect();
         self.start_controller(running, placed);
         let synced = Synced {
@@ -84,6 +88,7 @@ impl Manager {
             timeout: self.config.sync_timeout,
             unsynced: self.config.unsynced,
             commands: self.commands.clone(),
+            stop: running.layers.controllers.token(),
         };
         running
             .layers
@@ -121,6 +126,8 @@ struct Synced {
     timeout: Duration,
     unsynced: UnsyncedCaches,
     commands: mpsc::UnboundedSender<Command>,
+    /// The controllers' layer stopping: the adder is told `NotRunning`.
+    stop: CancellationToken,
 }
 
 impl Synced {
@@ -128,6 +135,16 @@ impl Synced {
         self,
         reply: oneshot::Sender<Result<(), ManagerError>>,
     ) -> Result<(), ManagerError> {
+        let answer = tokio::select! {
+            () = self.stop.cancelled() => Err(ManagerError::NotRunning),
+            answer = self.wait() => answer,
+        };
+        let _ = reply.send(answer);
+        Ok(())
+    }
+
+    /// Ok once every cache synced (or, `Wait`, the timeout passed).
+    async fn wait(&self) -> Result<(), ManagerError> {
         let deadline = crate::time::deadline(tokio::time::Instant::now(), self.timeout);
         for (informer, shared) in &self.informers {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -143,12 +160,10 @@ impl Synced {
                     reply: removed,
                 });
                 let informer = informer.clone();
-                let _ = reply.send(Err(ManagerError::CacheSync { informer, source }));
-                return Ok(());
+                return Err(ManagerError::CacheSync { informer, source });
             }
             break;
         }
-        let _ = reply.send(Ok(()));
         Ok(())
     }
 }

@@ -340,6 +340,15 @@ pub enum ManagerError {
         /// The group's name.
         group: String,
     },
+    /// A controller added through a [`ManagerHandle`] reads an informer
+    /// the manager does not run: get every informer it reads from
+    /// [`ManagerHandle::informer`] (again, after the last controller that
+    /// used it was removed).
+    #[error("controller `{controller}` reads an informer this manager does not run")]
+    UnregisteredInformer {
+        /// The controller's name.
+        controller: String,
+    },
     /// No runnable of that name is registered with the running manager.
     #[error("no controller named `{controller}` is running")]
     UnknownController {

@@ -18,7 +18,7 @@ use super::informers::Named;
 use super::leader_tasks::LeaderTasks;
 use super::live::{Live, Running};
 use super::runnable::{Placed, Start};
-use super::status::Status;
+use super::status::{Status, optional_only};
 use super::{Manager, ManagerError, UnsyncedCaches, signals};
 use crate::placement::Placement;
 
@@ -184,7 +184,8 @@ impl Manager {
         for placed in std::mem::take(&mut self.controllers) {
             self.start_controller(running, placed);
         }
-        let informers = self.informers.all();
+        let optional = optional_only(&running.status.controllers.lock());
+        let informers = self.informers.awaited(&optional);
         let synced = wait_synced(&informers, self.config.sync_timeout, self.config.unsynced);
         match self.until(running, stop, synced).await {
             Ok(synced) => synced?,

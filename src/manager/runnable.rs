@@ -57,8 +57,8 @@ pub(super) struct Placed {
 }
 
 impl Placed {
-    /// `controller` at `placement` with its `ownership` (`None`:
-    /// everywhere).
+    /// `controller` at `placement`, with the `ownership` it gives
+    /// (`None`: every key, no token).
     ///
     /// # Errors
     ///
@@ -66,12 +66,9 @@ impl Placed {
     /// and one of its clients cannot be fenced.
     pub(super) fn new<O: Object, R: Reconciler<O>>(
         controller: Controller<O, R>,
-        ownership: Option<(Placement, Ownership<O::Key>)>,
+        placement: Placement,
+        ownership: Option<Ownership<O::Key>>,
     ) -> Result<Self, ManagerError> {
-        let (placement, ownership) = match ownership {
-            Some((placement, ownership)) => (placement, Some(ownership)),
-            None => (Placement::Everywhere, None),
-        };
         if let Some(&object_type) = controller.unfenced_clients().first()
             && ownership.is_some()
         {
@@ -86,6 +83,7 @@ impl Placed {
             queue: Arc::new(controller.queue()),
             reconcile_timeout: controller.reconcile_timeout(),
             informers: controller.informers(),
+            required: controller.required_informers(),
         };
         Ok(Self {
             view,
@@ -169,16 +167,16 @@ impl Placer {
         &self,
         controller: Controller<O, R>,
     ) -> Result<Placed, ManagerError> {
-        let ownership = match (&self.leadership, &self.sharding) {
-            (Some(leadership), _) => Some((Placement::Leader, leadership.ownership())),
-            (None, Some(_)) => {
-                return Err(ManagerError::UnshardedController {
-                    controller: controller.name().to_owned(),
-                });
+        match (&self.leadership, &self.sharding) {
+            (Some(leadership), _) => {
+                let ownership = leadership.ownership();
+                Placed::new(controller, Placement::Leader, Some(ownership))
             }
-            (None, None) => None,
-        };
-        Placed::new(controller, ownership)
+            (None, Some(_)) => Err(ManagerError::UnshardedController {
+                controller: controller.name().to_owned(),
+            }),
+            (None, None) => Placed::new(controller, Placement::Everywhere, None),
+        }
     }
 
     /// `controller` at `placement`.
@@ -197,10 +195,7 @@ impl Placer {
         R: Reconciler<O>,
     {
         let ownership = self.ownership::<O::Key>(controller.name(), placement)?;
-        Placed::new(
-            controller,
-            ownership.map(|ownership| (placement, ownership)),
-        )
+        Placed::new(controller, placement, ownership)
     }
 
     /// The ownership a runnable placed at `placement` gets (`None`: every

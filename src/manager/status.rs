@@ -11,6 +11,7 @@ use super::activity::{Activity, RunnableReport};
 use super::erased::ControllerView;
 use super::health::{StallLimits, Unhealthy, stuck_keys};
 use super::informers::Informers;
+use crate::informer::InformerId;
 use crate::placement::{Leadership, ShardReport, Sharding};
 
 /// How many in-flight keys `/debug/queues` lists per controller, and
@@ -80,9 +81,11 @@ impl Status {
         reasons
     }
 
-    /// Each informer not synced, and each controller waiting for one.
+    /// Each informer not synced that someone waits for, and each
+    /// controller waiting for one.
     fn unsynced(&self) -> Vec<String> {
-        let informers = self.informers.all();
+        let controllers = self.controllers.lock();
+        let informers = self.informers.awaited(&optional_only(&controllers));
         let waiting: Vec<_> = informers
             .iter()
             .filter(|(_, informer)| !informer.is_synced())
@@ -91,10 +94,10 @@ impl Status {
             .iter()
             .map(|(name, _)| format!("informer `{name}` has not synced"))
             .collect();
-        for controller in self.controllers.lock().iter() {
+        for controller in controllers.iter() {
             let on: Vec<_> = waiting
                 .iter()
-                .filter(|(_, informer)| controller.informers.contains(&informer.id()))
+                .filter(|(_, informer)| controller.required.contains(&informer.id()))
                 .map(|(name, _)| format!("`{name}`"))
                 .collect();
             if !on.is_empty() {
@@ -188,6 +191,20 @@ impl Status {
     }
 }
 
+/// The informers some controller reads but none waits for (optional
+/// sources only): no one waits for them to sync.
+pub(super) fn optional_only(controllers: &[ControllerView]) -> Vec<InformerId> {
+    let required: Vec<_> = controllers.iter().flat_map(|c| c.required.iter()).collect();
+    let mut optional: Vec<InformerId> = controllers
+        .iter()
+        .flat_map(|c| c.informers.iter())
+        .filter(|id| !required.contains(id))
+        .copied()
+        .collect();
+    optional.dedup();
+    optional
+}
+
 /// One controller's queue, as `/debug/queues` reports it.
 #[derive(Debug, Serialize)]
 pub(super) struct QueueReport {
@@ -259,6 +276,7 @@ mod tests {
             queue: Arc::new(queue.clone()),
             reconcile_timeout,
             informers: Vec::new(),
+            required: Vec::new(),
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
-use crate::controller::{Owned, Ownership};
+use crate::controller::{LoseAllOnDrop, Owned, Ownership};
 use crate::election::LeaderElector;
 use crate::shard::ShardCount;
 
@@ -103,9 +103,10 @@ impl Leadership {
 
     /// Campaigns, leads until the leadership is lost or `stop`, and on
     /// `stop` gives it up: no leader-only reconcile starts, the running ones
-    /// are waited for (their runner stops them first), and the candidacy is
-    /// resigned (bounded by 5 s), so that a standby takes over at once. The
-    /// candidacy is resigned after a lost leadership too.
+    /// are waited for up to 5 s (their runner normally stops them first),
+    /// then cancelled, and the candidacy is resigned (bounded by 5 s), so
+    /// that a standby takes over at once. The candidacy is resigned after a
+    /// lost leadership too.
     ///
     /// # Errors
     ///
@@ -117,8 +118,10 @@ impl Leadership {
     /// # Cancel safety
     ///
     /// Dropping the future drops a pending campaign (withdrawing the
-    /// candidacy) but does not resign a won leadership.
+    /// candidacy) and cancels every leader-only reconcile at once, but does
+    /// not resign a won leadership (the elector's lease then expires).
     pub async fn run(self, stop: CancellationToken) -> Result<(), PlacementError> {
+        let _owned = LoseAllOnDrop(Arc::clone(&self.inner.owned));
         let ended = self.lead(&stop).await;
         self.set(None);
         self.resign().await;

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
-use crate::controller::{Owned, Ownership};
+use crate::controller::{LoseAllOnDrop, Owned, Ownership};
 use crate::shard::{
     Assignment, MemberId, Membership, MembershipError, Shard, ShardCount, ShardKey,
 };
@@ -180,8 +180,9 @@ impl Sharding {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future aborts the acquisitions and handovers without
-    /// releasing: the shards are freed when the membership ends.
+    /// Dropping the future cancels every sharded reconcile at once and
+    /// aborts the acquisitions and handovers without releasing: the shards
+    /// are freed when the membership ends.
     pub async fn run(self, stop: CancellationToken) -> Result<(), PlacementError> {
         if self.inner.running.swap(true, Ordering::AcqRel) {
             return Err(PlacementError::Membership(MembershipError::Backend {
@@ -190,6 +191,7 @@ impl Sharding {
             }));
         }
         let _running = Running(&self.inner.running);
+        let _owned = LoseAllOnDrop(Arc::clone(&self.inner.owned));
         let membership = Arc::clone(&self.inner.membership);
         tokio::select! {
             joined = membership.join() => joined.map_err(PlacementError::Membership)?,
@@ -197,6 +199,7 @@ impl Sharding {
         }
         *self.inner.joined.lock() = Some(Instant::now());
         tracing::info!(group = self.group(), member = %membership.id(), "joined");
+        // On every end, `_owned` leaves no shard owned here.
         Follower::new(Arc::clone(&self.inner)).run(stop).await
     }
 
@@ -495,9 +498,15 @@ impl Follower {
         Ok(())
     }
 
-    /// Releases `token` of `shard`, which this replica is not to keep.
+    /// Releases `token` of `shard`, which this replica is not to keep;
+    /// bounded, so that a hanging backend does not stop the loop (the
+    /// shard is freed when the membership ends then).
     async fn give_back(&mut self, shard: Shard, token: u64) {
-        if release(&*self.sharding.membership, shard, token).await {
+        let released = release(&*self.sharding.membership, shard, token);
+        if tokio::time::timeout(LEAVE_TIMEOUT, released)
+            .await
+            .unwrap_or(false)
+        {
             self.retired.insert(shard, token);
         }
     }

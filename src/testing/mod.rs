@@ -181,9 +181,9 @@ impl Harness {
     /// Runs `controller` until [`shutdown`](Self::shutdown), reconciling
     /// only the keys `ownership` owns (see
     /// [`Environment::ownership`](crate::controller::Environment::ownership)):
-    /// a sharded controller with a [`Sharding`](crate::placement::Sharding)
+    /// a sharded controller with a [`Sharding`]
     /// run by [`sharding`](Self::sharding), or a leader-only one with a
-    /// [`Leadership`](crate::placement::Leadership) run by
+    /// [`Leadership`] run by
     /// [`leadership`](Self::leadership). A sharded controller's keys of
     /// other shards are not queued, so they do not keep `settle` waiting; a
     /// standby's keys stay queued (not handed out) until it leads, so
