@@ -285,6 +285,8 @@ async fn an_add_waiting_for_its_caches_ends_with_the_manager_and_one_over_an_unk
         .expect("not panicked")
         .expect("a clean stop, not a shutdown timeout");
     assert!(stopping.elapsed() < Duration::from_secs(5));
-    let added = within("the add", LIMIT, adding).await.expect("not panicked");
+    let added = within("the add", LIMIT, adding)
+        .await
+        .expect("not panicked");
     assert!(matches!(added, Err(ManagerError::NotRunning)), "{added:?}");
 }

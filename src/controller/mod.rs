@@ -339,16 +339,18 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             () = env.stop.cancelled() => return Ok(()),
         }
         tracing::info!(controller = %self.name, workers = self.config.concurrency, "caches synced, starting workers");
-        let feed = gains.zip(departed).zip(env.ownership.clone()).map(
-            |((gains, departed), ownership)| Feed {
-                sink: sink.clone(),
-                store: self.inputs.primary.informer().store(),
-                departed,
-                last_states: Arc::clone(&self.last_states),
-                gains,
-                ownership,
-            },
-        );
+        let feed =
+            gains
+                .zip(departed)
+                .zip(env.ownership.clone())
+                .map(|((gains, departed), ownership)| Feed {
+                    sink: sink.clone(),
+                    store: self.inputs.primary.informer().store(),
+                    departed,
+                    last_states: Arc::clone(&self.last_states),
+                    gains,
+                    ownership,
+                });
         self.serve(env, sink, caches, feed).await;
         drop(subscriptions);
         Ok(())

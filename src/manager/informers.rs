@@ -81,7 +81,10 @@ impl Informers {
 
     /// The informers whose sync someone waits for: pinned or in use, and
     /// not read only as `optional` sources.
-    pub(super) fn awaited(&self, optional: &[InformerId]) -> Vec<(String, Arc<dyn SharedInformer>)> {
+    pub(super) fn awaited(
+        &self,
+        optional: &[InformerId],
+    ) -> Vec<(String, Arc<dyn SharedInformer>)> {
         self.entries
             .lock()
             .iter()
@@ -93,7 +96,8 @@ impl Informers {
     /// Whether every one of `ids` is registered.
     pub(super) fn knows(&self, ids: &[InformerId]) -> bool {
         let entries = self.entries.lock();
-        ids.iter().all(|id| entries.iter().any(|e| e.shared.id() == *id))
+        ids.iter()
+            .all(|id| entries.iter().any(|e| e.shared.id() == *id))
     }
 
     /// The pinned informers, marked running under `stop`: the ones the

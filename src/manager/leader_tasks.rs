@@ -52,7 +52,8 @@ impl LeaderTasks {
         let mut term = self.leadership.term();
         loop {
             let now = *term.borrow_and_update();
-            self.metrics.set_leader(self.leadership.name(), now.is_some());
+            self.metrics
+                .set_leader(self.leadership.name(), now.is_some());
             // A term that ended and one that began before this looked: the
             // old term's tasks stop, the new term's start.
             if self.running.as_ref().map(|t| t.token) != now {
