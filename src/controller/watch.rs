@@ -1,6 +1,7 @@
 //! How events become keys: the primary's handler and secondary sources
 //! (`owns`, `watches`) mapped to primary keys.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,10 +122,14 @@ impl<P, K, F> Handler<P> for Gather<K, F>
 where
     P: Object,
     K: crate::QueueKey,
-    F: FnMut(&P::Key, &Event<P>, &mut Keys<K>) + Send,
+    F: FnMut(Cow<'_, P::Key>, &Event<P>, &mut Keys<K>) + Send,
 {
     fn event(&mut self, key: &P::Key, event: &Event<P>) {
-        (self.on_event)(key, event, &mut self.keys);
+        (self.on_event)(Cow::Borrowed(key), event, &mut self.keys);
+    }
+
+    fn event_owned(&mut self, key: P::Key, event: &Event<P>) {
+        (self.on_event)(Cow::Owned(key), event, &mut self.keys);
     }
 
     fn flush(&mut self) {
@@ -214,18 +219,19 @@ where
         departed,
     } = deletions;
     let predicate = watch.predicate.clone();
-    let on_event = move |key: &O::Key, event: &Event<O>, keys: &mut Keys<O::Key>| {
+    let on_event = move |key: Cow<'_, O::Key>, event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
         if let (Some(departed), Event::Deleted(last)) = (&departed, event) {
-            departed.deleted(key.clone(), last);
+            departed.deleted(O::Key::clone(&key), last);
         }
         // Another replica's key leaves no last state here.
-        if !keys.wants(key) {
+        if !keys.wants(&key) {
             return;
         }
-        let key = key.clone();
+        // Handed over by the informer when this is its last handler.
+        let key = key.into_owned();
         let trigger = match event {
             Event::Initial(_) => Trigger::Initial,
             Event::Applied { .. } => Trigger::Changed,
@@ -270,7 +276,7 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
         let predicate = self.watch.predicate.clone();
         let trigger = self.trigger;
         // The object's own key is not what is queued: the map gives owners'.
-        let on_event = move |_: &P::Key, event: &Event<P>, sink: &mut Keys<K>| {
+        let on_event = move |_: Cow<'_, P::Key>, event: &Event<P>, sink: &mut Keys<K>| {
             if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
                 return;
             }

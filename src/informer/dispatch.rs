@@ -45,6 +45,12 @@ pub(crate) trait Handler<O: Object>: Send {
     /// One event, in order, with its object's key.
     fn event(&mut self, key: &O::Key, event: &Event<O>);
 
+    /// [`event`](Self::event), with the key to keep: the last handler of
+    /// an informer gets it so, which spares it a clone. Default: `event`.
+    fn event_owned(&mut self, key: O::Key, event: &Event<O>) {
+        self.event(&key, event);
+    }
+
     /// A run of events ended: act on anything buffered.
     fn flush(&mut self) {}
 
@@ -99,7 +105,7 @@ impl<O: Object> Subscribers<O> {
         let mut list = self.list.lock();
         if store.is_synced() {
             for (n, (key, object)) in store.snapshot().into_iter().enumerate() {
-                handler.event(&key, &Event::Initial(object));
+                handler.event_owned(key, &Event::Initial(object));
                 if (n + 1) % FLUSH_EVERY == 0 {
                     handler.flush();
                 }
@@ -138,6 +144,17 @@ impl<O: Object> HandlerList<O> {
         }
     }
 
+    /// [`deliver`](Self::deliver), handing `key` itself to the last
+    /// handler (the others get it borrowed).
+    pub(crate) fn deliver_owned(&mut self, key: O::Key, event: &Event<O>) {
+        if let Some(((_, last), others)) = self.handlers.split_last_mut() {
+            for (_, handler) in others {
+                handler.event(&key, event);
+            }
+            last.event_owned(key, event);
+        }
+    }
+
     /// Tells every handler a run of events ended.
     pub(crate) fn flush(&mut self) {
         for (_, handler) in &mut self.handlers {
@@ -154,17 +171,21 @@ impl<O: Object> HandlerList<O> {
 
     /// Delivers `events`, flushing every [`FLUSH_EVERY`] and at the end
     /// (even when a handler panics: what the others gathered is not lost).
-    pub(crate) fn deliver_all<'e>(&mut self, events: impl IntoIterator<Item = &'e Keyed<O>>)
-    where
-        O: 'e,
-    {
+    /// Keys go to the handlers by value (see
+    /// [`deliver_owned`](Self::deliver_owned)); the events are returned, so
+    /// that the objects whose last reference they hold are freed outside
+    /// the lock.
+    pub(crate) fn deliver_all(&mut self, events: Vec<Keyed<O>>) -> Vec<Event<O>> {
+        let mut spent = Vec::with_capacity(events.len());
         let list = FlushOnDrop(self);
         for (n, (key, event)) in events.into_iter().enumerate() {
-            list.0.deliver(key, event);
+            list.0.deliver_owned(key, &event);
+            spent.push(event);
             if (n + 1) % FLUSH_EVERY == 0 {
                 list.0.flush();
             }
         }
+        spent
     }
 }
 

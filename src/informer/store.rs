@@ -356,8 +356,14 @@ impl<O: Object> Store<O> {
         with_events: bool,
     ) -> Replaced<O> {
         let shared = &*self.shared;
+        // A first list turns every object into an event.
+        let expected = if with_events && initial {
+            listed.len()
+        } else {
+            0
+        };
         let mut diff = Diff {
-            events: Vec::new(),
+            events: Vec::with_capacity(expected),
             stale: 0,
             initial,
             with_events,

@@ -352,11 +352,11 @@ impl<'a, O: Object> Runner<'a, O> {
             initial,
             with_events,
         );
-        subscribers.deliver_all(&replaced.events);
+        let Replaced { events, stale, old } = replaced;
+        let events = subscribers.deliver_all(events);
         shared.store.publish(snapshot.revision);
         shared.store.mark_synced();
         drop(subscribers);
-        let Replaced { events, stale, old } = replaced;
         Counters::add(&shared.counters.stale_ignored, stale);
         let changes = events.len();
         // The old cache and the events are freed outside every lock.
@@ -414,7 +414,7 @@ impl<'a, O: Object> Runner<'a, O> {
                 // The key computed above goes with the event: handlers do
                 // not call `Object::key` (user code) again.
                 let event = Event::Applied { old, new };
-                subscribers.deliver(&key, &event);
+                subscribers.deliver_owned(key, &event);
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
             }
@@ -472,6 +472,8 @@ impl<'a, O: Object> Runner<'a, O> {
             .map(|(key, object)| (key, Event::Resync(object)))
             .collect();
         tracing::debug!(objects = events.len(), "resync");
-        subscribers.deliver_all(&events);
+        let spent = subscribers.deliver_all(events);
+        drop(subscribers);
+        drop(spent);
     }
 }
