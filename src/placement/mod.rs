@@ -27,7 +27,7 @@ mod leadership;
 mod sharding;
 
 pub use self::leadership::Leadership;
-pub use self::sharding::{ShardReport, Sharding, ShardingObserver};
+pub use self::sharding::{OwnedShard, ShardReport, Sharding, ShardingObserver};
 
 use crate::election::ElectionError;
 use crate::shard::MembershipError;

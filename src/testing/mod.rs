@@ -162,14 +162,20 @@ impl Harness {
                 move || informer.is_synced()
             }),
         });
+        self.spawn(name, async move { running.run(stop).await });
+    }
+
+    /// Runs `task` (named `name` in a failure) until it ends.
+    fn spawn<E: std::fmt::Display>(
+        &mut self,
+        name: String,
+        task: impl std::future::Future<Output = Result<(), E>> + Send + 'static,
+    ) {
         self.tasks.spawn(async move {
-            running
-                .run(stop)
-                .await
-                .map_err(|error| HarnessError::TaskFailed {
-                    task: name,
-                    reason: error.to_string(),
-                })
+            task.await.map_err(|error| HarnessError::TaskFailed {
+                task: name,
+                reason: error.to_string(),
+            })
         });
     }
 
@@ -202,15 +208,7 @@ impl Harness {
     pub fn sharding(&mut self, sharding: &Sharding) {
         let (running, stop) = (sharding.clone(), self.stop.clone());
         let name = format!("sharding {}/{}", sharding.group(), sharding.member());
-        self.tasks.spawn(async move {
-            running
-                .run(stop)
-                .await
-                .map_err(|error| HarnessError::TaskFailed {
-                    task: name,
-                    reason: error.to_string(),
-                })
-        });
+        self.spawn(name, async move { running.run(stop).await });
     }
 
     /// Runs `leadership` (campaigns, leads) until
@@ -218,15 +216,7 @@ impl Harness {
     pub fn leadership(&mut self, leadership: &Leadership) {
         let (running, stop) = (leadership.clone(), self.stop.clone());
         let name = format!("leadership {}", leadership.name());
-        self.tasks.spawn(async move {
-            running
-                .run(stop)
-                .await
-                .map_err(|error| HarnessError::TaskFailed {
-                    task: name,
-                    reason: error.to_string(),
-                })
-        });
+        self.spawn(name, async move { running.run(stop).await });
     }
 
     fn run_controller<O: Object, R: Reconciler<O>>(
@@ -244,15 +234,7 @@ impl Harness {
         if let Some(ownership) = ownership {
             env = env.ownership(ownership);
         }
-        self.tasks.spawn(async move {
-            controller
-                .run_in(env)
-                .await
-                .map_err(|error| HarnessError::TaskFailed {
-                    task: name,
-                    reason: error.to_string(),
-                })
-        });
+        self.spawn(name, controller.run_in(env));
     }
 
     /// Waits until every informer is synced and every controller's queue has
