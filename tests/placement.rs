@@ -97,7 +97,8 @@ impl Replica {
 fn mixed(
     replica: &'static str,
     store: &MemoryStore<Widget>,
-    (group, election): (&InProcessMembership, &InProcessElection),
+    group: &InProcessMembership,
+    election: &InProcessElection,
     log: &Log,
 ) -> Replica {
     let mut manager = Manager::builder()
@@ -139,7 +140,7 @@ async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by
     let group = InProcessMembership::new("widgets", ShardCount::new(16).expect("valid"));
     let election = InProcessElection::new("widgets-lock");
     let log = Log::default();
-    let r0 = mixed("r0", &store, (&group, &election), &log);
+    let r0 = mixed("r0", &store, &group, &election, &log);
     eventually(
         "r0 to reconcile every key in each controller",
         LIMIT,
@@ -150,7 +151,7 @@ async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by
         },
     )
     .await;
-    let r1 = mixed("r1", &store, (&group, &election), &log);
+    let r1 = mixed("r1", &store, &group, &election, &log);
     eventually("r1 to run everywhere and own some shards", LIMIT, || {
         keys(&log, "r1", "everywhere").len() == 64 && !keys(&log, "r1", "sharded").is_empty()
     })

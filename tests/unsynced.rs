@@ -52,6 +52,34 @@ struct Part {
 
 tend::impl_object!(Part, key: name: String, version: version);
 
+/// Registers a `sets` controller over `sets` that owns the parts of
+/// `parts` through an optional watch, at its default placement.
+fn with_optional_parts(
+    manager: &mut Manager,
+    sets: &MemoryStore<Widget>,
+    parts: &MemoryStore<Part>,
+    log: &Log,
+) {
+    let primary = manager
+        .informer("widgets", || Informer::builder(sets.clone()).build())
+        .expect("registered");
+    let secondary = manager
+        .informer("parts", || Informer::builder(parts.clone()).build())
+        .expect("registered");
+    let tagged = Tagged {
+        tag: "sets",
+        log: Arc::clone(log),
+    };
+    let controller = manager
+        .controller("sets", &primary, tagged)
+        .owns(Watch::new(secondary).optional(), |part: &Part| {
+            Some(part.widget.clone())
+        })
+        .build()
+        .expect("valid");
+    manager.add_controller(controller).expect("registered");
+}
+
 fn count(log: &Log, prefix: &str) -> usize {
     log.lock().iter().filter(|e| e.starts_with(prefix)).count()
 }
@@ -120,24 +148,7 @@ async fn an_optional_watch_lets_a_controller_start_and_use_the_source_once_it_an
     parts.fail_next_lists(u32::MAX);
     let log = Log::default();
     let mut manager = Manager::builder().without_signals().build().expect("valid");
-    let primary = manager
-        .informer("widgets", || Informer::builder(sets.clone()).build())
-        .expect("registered");
-    let secondary = manager
-        .informer("parts", || Informer::builder(parts.clone()).build())
-        .expect("registered");
-    let tagged = Tagged {
-        tag: "sets",
-        log: Arc::clone(&log),
-    };
-    let controller = manager
-        .controller("sets", &primary, tagged)
-        .owns(Watch::new(secondary).optional(), |part: &Part| {
-            Some(part.widget.clone())
-        })
-        .build()
-        .expect("valid");
-    manager.add_controller(controller).expect("registered");
+    with_optional_parts(&mut manager, &sets, &parts, &log);
     let shutdown = manager.shutdown_token();
     let run = tokio::spawn(manager.run());
     eventually("a reconcile without the optional source", LIMIT, || {
@@ -182,24 +193,7 @@ async fn an_optional_source_that_never_lists_neither_fails_run_nor_holds_back_th
         .unsynced_caches(tend::manager::UnsyncedCaches::Fail)
         .build()
         .expect("valid");
-    let primary = manager
-        .informer("widgets", || Informer::builder(sets.clone()).build())
-        .expect("registered");
-    let secondary = manager
-        .informer("parts", || Informer::builder(parts.clone()).build())
-        .expect("registered");
-    let tagged = Tagged {
-        tag: "sets",
-        log: Arc::clone(&log),
-    };
-    let controller = manager
-        .controller("sets", &primary, tagged)
-        .owns(Watch::new(secondary).optional(), |part: &Part| {
-            Some(part.widget.clone())
-        })
-        .build()
-        .expect("valid");
-    manager.add_controller(controller).expect("leader-only");
+    with_optional_parts(&mut manager, &sets, &parts, &log);
     let shutdown = manager.shutdown_token();
     let started = tokio::time::Instant::now();
     let run = tokio::spawn(manager.run());
