@@ -10,71 +10,25 @@
 //! three) and writes `target/realistic.csv` (size, seconds, floor, heap).
 
 use std::alloc::System;
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "support/config_map.rs"]
+mod config_map;
+
+use config_map::{ConfigMap, config_map};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{CancellationToken, Informer, ObjectKey, Revision, Snapshot, Source, SourceError};
+use tend::{CancellationToken, Informer, Revision, Snapshot, Source, SourceError};
 use tokio::sync::mpsc;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const RUNS: usize = 3;
-
-/// A ConfigMap-like object: about 1.7 KB of strings in nested maps.
-#[derive(Debug, Clone, PartialEq)]
-struct ConfigMap {
-    key: ObjectKey,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    data: BTreeMap<String, String>,
-    version: Revision,
-}
-
-tend::impl_object!(ConfigMap, key: key: ObjectKey, version: version);
-
-fn config_map(i: usize) -> ConfigMap {
-    let labels = (0..8)
-        .map(|l| {
-            (
-                format!("app.kubernetes.io/part-{l}"),
-                format!("value-{i}-{l}"),
-            )
-        })
-        .collect();
-    let annotations = (0..3)
-        .map(|a| {
-            (
-                format!("example.com/note-{a}"),
-                format!("{i:08}-{}", "n".repeat(80)),
-            )
-        })
-        .collect();
-    let data = (0..4)
-        .map(|d| {
-            (
-                format!("file-{d}.yaml"),
-                format!("{i:08}: {}", "d".repeat(230)),
-            )
-        })
-        .collect();
-    ConfigMap {
-        key: ObjectKey::new(
-            format!("namespace-{:03}", i % 100),
-            format!("config-{i:07}"),
-        ),
-        labels,
-        annotations,
-        data,
-        version: Revision::new(1),
-    }
-}
 
 /// A source that lists what it was given, once, and never changes.
 struct Listed(parking_lot::Mutex<Option<Vec<ConfigMap>>>);
