@@ -193,7 +193,17 @@ pub(super) fn register_informer<O: Object>(
         source,
     })?;
     let shared: Arc<dyn SharedInformer> = Arc::new(informer.clone());
-    metrics.add_informer(name, Arc::clone(&shared));
-    informers.register(name, shared, pinned);
+    let (registered, ours) = informers.register(name, Arc::clone(&shared), pinned);
+    if !ours {
+        // Another call registered `name` meanwhile: share its informer.
+        return registered
+            .as_any()
+            .downcast_ref::<Informer<O>>()
+            .cloned()
+            .ok_or_else(|| ManagerError::InformerType {
+                informer: name.to_owned(),
+            });
+    }
+    metrics.add_informer(name, shared);
     Ok(informer)
 }

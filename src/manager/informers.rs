@@ -58,16 +58,28 @@ impl Informers {
         )
     }
 
-    /// Registers `informer` as `name`; `pinned` ones run as long as the
-    /// manager does.
-    pub(super) fn register(&self, name: &str, shared: Arc<dyn SharedInformer>, pinned: bool) {
-        self.entries.lock().push(Entry {
+    /// Registers `informer` as `name` unless a registration of that name
+    /// came first (two handles racing); `pinned` ones run as long as the
+    /// manager does. Returns the informer registered under `name`, and
+    /// whether it is `shared`.
+    pub(super) fn register(
+        &self,
+        name: &str,
+        shared: Arc<dyn SharedInformer>,
+        pinned: bool,
+    ) -> (Arc<dyn SharedInformer>, bool) {
+        let mut entries = self.entries.lock();
+        if let Some(first) = entries.iter().find(|entry| entry.name == name) {
+            return (Arc::clone(&first.shared), false);
+        }
+        entries.push(Entry {
             name: name.to_owned(),
-            shared,
+            shared: Arc::clone(&shared),
             pinned,
             users: 0,
             running: None,
         });
+        (shared, true)
     }
 
     /// Every registered informer, by name.
@@ -170,5 +182,51 @@ impl std::fmt::Debug for Informers {
         let entries = self.entries.lock();
         let names: Vec<_> = entries.iter().map(|e| (&e.name, e.users)).collect();
         f.debug_struct("Informers").field("users", &names).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Revision;
+    use crate::source::memory::MemoryStore;
+
+    #[derive(Debug, Clone)]
+    struct Item {
+        name: String,
+        version: Revision,
+    }
+
+    crate::impl_object!(Item, key: name: String, version: version);
+
+    fn shared(name: &str) -> Arc<dyn SharedInformer> {
+        let store = MemoryStore::<Item>::new(name);
+        Arc::new(Informer::builder(store).build().expect("valid"))
+    }
+
+    #[test]
+    fn the_first_registration_of_a_name_wins_and_unused_ones_are_not_awaited() {
+        let informers = Informers::default();
+        let first = shared("a");
+        let (kept, ours) = informers.register("items", Arc::clone(&first), false);
+        assert!(ours);
+        assert_eq!(kept.id(), first.id());
+        let (kept, ours) = informers.register("items", shared("b"), false);
+        assert!(!ours, "a second registration of the name shares the first");
+        assert_eq!(kept.id(), first.id());
+        assert_eq!(informers.all().len(), 1);
+        assert!(informers.awaited(&[]).is_empty(), "unpinned and unused");
+        let stop = CancellationToken::new();
+        let started = informers.acquire(&[first.id()], &stop);
+        assert_eq!(started.len(), 1, "started by its first user");
+        assert_eq!(informers.awaited(&[]).len(), 1);
+        assert!(
+            informers.awaited(&[first.id()]).is_empty(),
+            "read only optionally"
+        );
+        let stopped = informers.release(&[first.id()]);
+        assert_eq!(stopped.len(), 1, "stopped by its last user");
+        assert!(started[0].1.is_cancelled());
+        assert!(informers.all().is_empty(), "and forgotten");
     }
 }

@@ -254,7 +254,7 @@ mod tests {
     ) -> Status {
         let registry = Informers::default();
         for (name, informer) in informers {
-            registry.register(&name, informer, true);
+            let _ = registry.register(&name, informer, true);
         }
         Status {
             informers: Arc::new(registry),
