@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::erased::SharedInformer;
 use super::handle::Command;
-use super::run::Layers;
+use super::run::{Layers, wait_synced};
 use super::runnable::Placed;
 use super::status::Status;
 use super::{Manager, ManagerError, UnsyncedCaches};
@@ -143,27 +143,18 @@ impl Synced {
         Ok(())
     }
 
-    /// Ok once every cache synced (or, `Wait`, the timeout passed).
+    /// Ok once every cache synced (or, `Wait`, the timeout passed); with
+    /// `Fail`, the controller is removed again: it cannot run here.
     async fn wait(&self) -> Result<(), ManagerError> {
-        let deadline = crate::time::deadline(tokio::time::Instant::now(), self.timeout);
-        for (informer, shared) in &self.informers {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let Err(source) = shared.wait_synced(left).await else {
-                continue;
-            };
-            if self.unsynced == UnsyncedCaches::Fail {
-                // Removed again: it cannot run here.
-                let (removed, _) = oneshot::channel();
-                let name = self.name.clone();
-                let _ = self.commands.send(Command::Remove {
-                    name,
-                    reply: removed,
-                });
-                let informer = informer.clone();
-                return Err(ManagerError::CacheSync { informer, source });
-            }
-            break;
+        let waited = wait_synced(&self.informers, self.timeout, self.unsynced).await;
+        if waited.is_err() {
+            let (removed, _) = oneshot::channel();
+            let name = self.name.clone();
+            let _ = self.commands.send(Command::Remove {
+                name,
+                reply: removed,
+            });
         }
-        Ok(())
+        waited
     }
 }

@@ -371,7 +371,7 @@ async fn next_command(inbox: &mut Option<mpsc::UnboundedReceiver<Command>>) -> O
 /// Waits until every informer has synced, within one overall timeout;
 /// past it, fails naming the first informer not synced
 /// ([`UnsyncedCaches::Fail`]) or goes on ([`UnsyncedCaches::Wait`]).
-async fn wait_synced(
+pub(super) async fn wait_synced(
     informers: &[(String, Arc<dyn SharedInformer>)],
     timeout: Duration,
     unsynced: UnsyncedCaches,
