@@ -13,7 +13,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tend::controller::{Action, Context, Controller, Environment, Reconciler};
-use tend::manager::{InProcessElection, LeaderElector};
+use tend::election::LeaderElector;
+use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
 use tend::placement::Leadership;
 use tend::{CancellationToken, Informer, Revision};
@@ -79,7 +80,7 @@ async fn seeded(count: usize) -> MemoryStore<Item> {
 /// resigns; returns the time from this replica's win to its first
 /// reconcile.
 async fn failover(store: &MemoryStore<Item>, count: usize, warm: bool) -> Duration {
-    let election = InProcessElection::new("bench");
+    let election = MemoryElectionGroup::new("bench");
     let rival = election.candidate();
     rival.campaign().await.expect("the rival wins");
     let leadership = Leadership::new(election.candidate());

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use tend::Source;
 use tend::client::ClientError;
+use tend::election::ElectionConfig;
 use tend::etcd::EtcdElection;
-use tend::manager::ElectionConfig;
 use tend::testing::etcd::{EtcdServer, connect};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
-use tend::manager::{InProcessElection, Manager};
+use tend::manager::Manager;
+use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
 use tend::{BoxError, Informer, Revision};
 
@@ -77,7 +78,7 @@ async fn main() -> Result<(), BoxError> {
         .parse()?;
 
     let lights = MemoryStore::new("lights");
-    let election = InProcessElection::new("lights-controller");
+    let election = MemoryElectionGroup::new("lights-controller");
     let seed = lights.client();
     for room in ["hall", "kitchen", "study"] {
         seed.create(Light {

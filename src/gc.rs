@@ -67,7 +67,7 @@ use tokio::time::Instant;
 use crate::client::{Client, ClientError};
 use crate::controller::{Action, Context, Controller, ControllerError, Reconciler};
 use crate::informer::{IndexValue, Informer, Store};
-use crate::source::Object;
+use crate::object::Object;
 
 /// How long an orphan waits before it is deleted, unless told otherwise.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);

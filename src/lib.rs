@@ -394,17 +394,16 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+mod backend;
 pub mod client;
 pub mod controller;
-mod election;
-#[cfg(feature = "etcd")]
-pub mod etcd;
+pub mod election;
+mod error;
 pub mod gc;
 mod informer;
 mod key;
-#[cfg(feature = "kube")]
-pub mod kube;
 pub mod manager;
+mod object;
 pub mod placement;
 mod queue;
 pub mod shard;
@@ -412,6 +411,14 @@ mod source;
 mod sync;
 pub mod testing;
 mod time;
+
+#[cfg(feature = "dir")]
+pub use backend::dir;
+#[cfg(feature = "etcd")]
+pub use backend::etcd;
+#[cfg(feature = "kube")]
+pub use backend::kube;
+pub use backend::{memory, poll};
 
 /// The attribute that [`Source`] implementations need (`#[tend::async_trait]`),
 /// re-exported so that implementing tend's traits needs no extra dependency.
@@ -428,9 +435,6 @@ pub use queue::{
 /// The token every `run` takes to stop (tokio-util's), re-exported.
 pub use tokio_util::sync::CancellationToken;
 
-#[cfg(feature = "dir")]
-pub use source::dir;
-pub use source::{
-    BoxError, Change, Deletion, Lifecycle, Object, ObjectKey, Revision, Snapshot, Source,
-    SourceError, WatchStream, memory, poll,
-};
+pub use error::BoxError;
+pub use object::{Deletion, Lifecycle, Object, ObjectKey, Revision};
+pub use source::{Change, Snapshot, Source, SourceError, WatchStream};

@@ -16,7 +16,8 @@ use std::time::Duration;
 use tend::Informer;
 
 use tend::client::{Client, ClientError};
-use tend::manager::{InProcessElection, LeaderElector};
+use tend::election::LeaderElector;
+use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
 
 use suite::{Item, Volume, item};
@@ -49,7 +50,7 @@ async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart() {
 
 #[tokio::test]
 async fn a_deposed_leaders_writes_are_fenced_and_change_nothing() {
-    let election = InProcessElection::new("items");
+    let election = MemoryElectionGroup::new("items");
     let store = MemoryStore::new("items");
     let client = store.client_fenced_by(election.clone());
     let (old, new) = (election.candidate(), election.candidate());
@@ -66,7 +67,7 @@ async fn a_deposed_leaders_writes_are_fenced_and_change_nothing() {
 
 #[tokio::test]
 async fn a_leaders_writes_are_fenced_from_the_moment_it_is_deposed() {
-    let election = InProcessElection::new("items");
+    let election = MemoryElectionGroup::new("items");
     let store = MemoryStore::new("items");
     let leader = election.candidate();
     let token = leader.campaign().await.unwrap();

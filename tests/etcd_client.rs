@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use tend::Informer;
 use tend::client::{Client, ClientError};
+use tend::election::{ElectionConfig, LeaderElector};
 use tend::etcd::etcd_client::{self, GetOptions, SortOrder, SortTarget};
 use tend::etcd::{EtcdElection, EtcdSource};
-use tend::manager::{ElectionConfig, LeaderElector};
 
 use suite::{Item, Volume, item};
 use support::{client, server, within};

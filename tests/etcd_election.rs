@@ -13,9 +13,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tend::client::ClientError;
+use tend::election::{ElectionConfig, LeaderElector};
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{ElectionBuildError, EtcdElection};
-use tend::manager::{ElectionConfig, LeaderElector};
 use tend::testing::etcd::connect;
 use tokio::time::Instant;
 

@@ -12,8 +12,8 @@ mod support;
 use std::time::Duration;
 
 use tend::Source;
+use tend::election::ElectionConfig;
 use tend::etcd::EtcdElection;
-use tend::manager::ElectionConfig;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

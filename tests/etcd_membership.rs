@@ -18,9 +18,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tend::client::{ClientError, Fencing};
+use tend::election::ElectionConfig;
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{EtcdMembership, MembershipBuildError};
-use tend::manager::ElectionConfig;
 use tend::shard::{Membership, MembershipError};
 use tokio::time::Instant;
 

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tend::Informer;
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, ControllerBuilder, ControllerObserver, Reconciler};
-use tend::manager::{InProcessElection, Manager, ManagerError};
+use tend::manager::{Manager, ManagerError};
+use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -55,7 +56,7 @@ impl Refusals {
 /// `configure`) hands its reconcile's client to the test.
 struct Leading {
     store: MemoryStore<Widget>,
-    election: InProcessElection,
+    election: MemoryElectionGroup,
     client: Client<Widget>,
     run: JoinHandle<Result<(), ManagerError>>,
 }
@@ -64,7 +65,7 @@ async fn leading(
     configure: impl FnOnce(ControllerBuilder<Widget, HandsOver>) -> ControllerBuilder<Widget, HandsOver>,
 ) -> Leading {
     let store = widgets(&["a"]);
-    let election = InProcessElection::new("widgets-lock");
+    let election = MemoryElectionGroup::new("widgets-lock");
     let mut manager = Manager::builder()
         .without_signals()
         .leader_election(election.candidate())

@@ -11,7 +11,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tend::Informer;
 use tend::controller::{Action, Context, Reconciler};
-use tend::manager::{InProcessElection, Manager, ManagerError, UnsyncedCaches};
+use tend::manager::{Manager, ManagerError, UnsyncedCaches};
+use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -416,7 +417,7 @@ async fn a_cache_that_never_syncs_fails_run_naming_the_informer() {
 /// A manager over its own informer of `store`, elected through `election`.
 fn replica(
     store: &MemoryStore<Widget>,
-    election: &InProcessElection,
+    election: &MemoryElectionGroup,
     recorder: Recorder,
 ) -> Manager {
     let mut manager = manager()
@@ -437,7 +438,7 @@ fn replica(
 #[tokio::test(start_paused = true)]
 async fn a_standby_never_reconciles_and_takes_over_when_the_leader_resigns() {
     let store = widgets(&["a"]);
-    let election = InProcessElection::new("widgets-lock");
+    let election = MemoryElectionGroup::new("widgets-lock");
     let log = Log::default();
     let leader = replica(&store, &election, Recorder::new("leader", &log));
     let stop_leader = leader.shutdown_token();
@@ -472,7 +473,7 @@ async fn a_standby_never_reconciles_and_takes_over_when_the_leader_resigns() {
 #[tokio::test(start_paused = true)]
 async fn a_standby_takes_over_when_the_leader_is_dropped() {
     let store = widgets(&["a"]);
-    let election = InProcessElection::new("widgets-lock");
+    let election = MemoryElectionGroup::new("widgets-lock");
     let log = Log::default();
     let leader = replica(&store, &election, Recorder::new("leader", &log));
     let leader = tokio::spawn(leader.run());
@@ -499,7 +500,7 @@ async fn a_standby_takes_over_when_the_leader_is_dropped() {
 #[tokio::test(start_paused = true)]
 async fn losing_the_leadership_cancels_in_flight_reconciles_and_fails_run() {
     let store = widgets(&["stuck"]);
-    let election = InProcessElection::new("widgets-lock");
+    let election = MemoryElectionGroup::new("widgets-lock");
     let log = Log::default();
     let recorder = Recorder::new("leader", &log);
     let tokens = Arc::clone(&recorder.tokens);
@@ -568,12 +569,12 @@ struct Counts {
 struct CountingElector(Arc<Counts>);
 
 #[async_trait::async_trait]
-impl tend::manager::LeaderElector for CountingElector {
+impl tend::election::LeaderElector for CountingElector {
     fn name(&self) -> &str {
         "counting"
     }
 
-    async fn campaign(&self) -> Result<u64, tend::manager::ElectionError> {
+    async fn campaign(&self) -> Result<u64, tend::election::ElectionError> {
         Ok(7)
     }
 
@@ -581,7 +582,7 @@ impl tend::manager::LeaderElector for CountingElector {
         self.0.lose.notified().await;
     }
 
-    async fn resign(&self) -> Result<(), tend::manager::ElectionError> {
+    async fn resign(&self) -> Result<(), tend::election::ElectionError> {
         self.0
             .resigned
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

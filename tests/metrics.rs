@@ -13,8 +13,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tend::Informer;
 use tend::controller::{Action, Context, ErrorPolicy, Reconciler};
+use tend::manager::Manager;
 use tend::manager::prometheus_client::metrics::counter::Counter;
-use tend::manager::{InProcessElection, Manager};
+use tend::memory::MemoryElectionGroup;
 
 use http::{Exposition, get};
 use widgets::{Widget, eventually, widgets, within};
@@ -83,7 +84,7 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
     let store = widgets(&["ok", "err", "panic", "requeue", "terminal"]);
-    let election = InProcessElection::new("metrics-lock");
+    let election = MemoryElectionGroup::new("metrics-lock");
     let mut manager = Manager::builder()
         .http_address("127.0.0.1:0".parse().unwrap())
         .leader_election(election.candidate())

@@ -12,10 +12,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tend::Informer;
 use tend::controller::{Action, Context, Controller, Environment, Reconciler};
-use tend::manager::{InProcessElection, Manager, ManagerError};
+use tend::manager::{Manager, ManagerError};
+use tend::memory::MemoryElectionGroup;
+use tend::memory::MemoryMembershipGroup;
 use tend::memory::MemoryStore;
 use tend::placement::{Placement, Sharding};
-use tend::shard::{InProcessMembership, ShardCount};
+use tend::shard::ShardCount;
 use tend::testing::Harness;
 use tokio_util::sync::CancellationToken;
 
@@ -97,8 +99,8 @@ impl Replica {
 fn mixed(
     replica: &'static str,
     store: &MemoryStore<Widget>,
-    group: &InProcessMembership,
-    election: &InProcessElection,
+    group: &MemoryMembershipGroup,
+    election: &MemoryElectionGroup,
     log: &Log,
 ) -> Replica {
     let mut manager = Manager::builder()
@@ -137,8 +139,8 @@ fn mixed(
 #[tokio::test(start_paused = true)]
 async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by_side() {
     let store = store_of(64);
-    let group = InProcessMembership::new("widgets", ShardCount::new(16).expect("valid"));
-    let election = InProcessElection::new("widgets-lock");
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(16).expect("valid"));
+    let election = MemoryElectionGroup::new("widgets-lock");
     let log = Log::default();
     let r0 = mixed("r0", &store, &group, &election, &log);
     eventually(
@@ -182,7 +184,7 @@ async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by
 fn elected(
     replica: &'static str,
     store: &MemoryStore<Widget>,
-    election: &InProcessElection,
+    election: &MemoryElectionGroup,
     log: &Log,
 ) -> Replica {
     let mut manager = Manager::builder()
@@ -215,7 +217,7 @@ fn elected(
 #[tokio::test(start_paused = true)]
 async fn a_delete_seen_while_standing_by_is_reconciled_with_its_last_state_after_winning() {
     let store = store_of(3);
-    let election = InProcessElection::new("widgets-lock");
+    let election = MemoryElectionGroup::new("widgets-lock");
     let log = Log::default();
     let leader = elected("leader", &store, &election, &log);
     eventually("the leader to reconcile", LIMIT, || {
@@ -249,7 +251,7 @@ async fn a_delete_seen_while_standing_by_is_reconciled_with_its_last_state_after
 
 #[tokio::test(start_paused = true)]
 async fn leader_only_tasks_start_on_winning_stop_on_losing_and_start_again() {
-    let election = InProcessElection::new("lock");
+    let election = MemoryElectionGroup::new("lock");
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut manager = Manager::builder()
         .without_signals()
@@ -285,7 +287,7 @@ async fn leader_only_tasks_start_on_winning_stop_on_losing_and_start_again() {
     let won = within(
         "the rival's campaign",
         LIMIT,
-        tend::manager::LeaderElector::campaign(&rival),
+        tend::election::LeaderElector::campaign(&rival),
     )
     .await;
     assert!(won.is_ok());
@@ -309,7 +311,7 @@ async fn leader_only_tasks_start_on_winning_stop_on_losing_and_start_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lost_leadership_fails_run_and_stops_leader_only_tasks_by_default() {
-    let election = InProcessElection::new("lock");
+    let election = MemoryElectionGroup::new("lock");
     let stopped = Arc::new(Mutex::new(false));
     let mut manager = Manager::builder()
         .without_signals()
@@ -386,8 +388,8 @@ async fn placements_the_manager_cannot_honour_are_refused_when_registered() {
 #[tokio::test]
 async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     let store = store_of(1);
-    let election = InProcessElection::new("lock");
-    let group = InProcessMembership::new("widgets", ShardCount::new(4).expect("valid"));
+    let election = MemoryElectionGroup::new("lock");
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(4).expect("valid"));
     let mut manager = Manager::builder()
         .without_signals()
         .leader_election(election.candidate())
@@ -457,7 +459,7 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_sharded_controller_runs_in_the_harness_without_a_manager() {
     let store = store_of(40);
-    let group = InProcessMembership::new("widgets", ShardCount::new(8).expect("valid"));
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(8).expect("valid"));
     let informer = Informer::builder(store.clone()).build().expect("valid");
     let log = Log::default();
     let mut harness = Harness::new();
@@ -519,7 +521,7 @@ async fn a_sharded_controller_runs_in_the_harness_without_a_manager() {
 #[tokio::test(start_paused = true)]
 async fn a_sharded_controller_runs_in_a_programs_own_main() {
     let store = store_of(10);
-    let group = InProcessMembership::new("widgets", ShardCount::new(4).expect("valid"));
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(4).expect("valid"));
     let sharding = Sharding::new(group.member("only"), group.shard_count());
     let informer = Informer::builder(store.clone()).build().expect("valid");
     let log = Log::default();
@@ -563,7 +565,7 @@ async fn a_sharded_controller_runs_in_a_programs_own_main() {
 
 #[tokio::test(start_paused = true)]
 async fn a_sharding_whose_run_is_dropped_owns_nothing_any_more() {
-    let group = InProcessMembership::new("widgets", ShardCount::new(4).expect("valid"));
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(4).expect("valid"));
     let sharding = Sharding::new(group.member("r0"), group.shard_count());
     let running = tokio::spawn(sharding.clone().run(CancellationToken::new()));
     eventually("shards owned", LIMIT, || sharding.owns_any()).await;

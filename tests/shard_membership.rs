@@ -16,9 +16,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tend::client::{ClientError, Fencing};
 use tend::memory::MemoryStore;
-use tend::shard::{
-    InProcessMember, InProcessMembership, Membership, MembershipError, Shard, ShardCount,
-};
+use tend::memory::{MemoryMembership, MemoryMembershipGroup};
+use tend::shard::{Membership, MembershipError, Shard, ShardCount};
 
 use suite::item;
 use support::within;
@@ -35,26 +34,26 @@ fn shard(index: u32) -> Shard {
 
 #[tokio::test(start_paused = true)]
 async fn the_membership_suite_holds_in_process() {
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     membership_suite::members_see_joins_and_leaves_as_one_sorted_set(|id| group.member(id)).await;
-    let group = InProcessMembership::new("workers", four());
-    let current = |_: &InProcessMember, token| group.is_current(token);
+    let group = MemoryMembershipGroup::new("workers", four());
+    let current = |_: &MemoryMembership, token| group.is_current(token);
     membership_suite::a_shard_has_one_owner_and_the_next_waits_for_its_release(
         |id| group.member(id),
         current,
         Duration::from_secs(60),
     )
     .await;
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     membership_suite::tokens_grow_across_shards_and_acquisitions(|id| group.member(id)).await;
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     membership_suite::acquiring_needs_a_membership_and_a_shard_of_the_group(|id| group.member(id))
         .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_member_leaves() {
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     let a = group.member("a");
     let mut view = a.members();
     a.join().await.unwrap();
@@ -69,7 +68,7 @@ async fn a_dropped_member_leaves() {
 
 #[tokio::test(start_paused = true)]
 async fn a_shard_has_one_owner_and_the_next_waits_for_its_release() {
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     let (a, b) = (group.member("a"), group.member("b"));
     a.join().await.unwrap();
     b.join().await.unwrap();
@@ -106,7 +105,7 @@ async fn a_shard_has_one_owner_and_the_next_waits_for_its_release() {
 
 #[tokio::test(start_paused = true)]
 async fn an_expired_member_loses_its_shards_and_its_tokens() {
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     let (a, b) = (group.member("a"), group.member("b"));
     a.join().await.unwrap();
     b.join().await.unwrap();
@@ -141,7 +140,7 @@ async fn an_expired_member_loses_its_shards_and_its_tokens() {
 
 #[tokio::test(start_paused = true)]
 async fn a_write_with_a_released_shards_token_is_fenced_and_changes_nothing() {
-    let group = InProcessMembership::new("workers", four());
+    let group = MemoryMembershipGroup::new("workers", four());
     let store = MemoryStore::new("items");
     let a = group.member("a");
     a.join().await.unwrap();
@@ -191,7 +190,7 @@ proptest! {
     fn ownership_and_tokens_follow_the_model(steps in prop::collection::vec(step(), 1..60)) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         runtime.block_on(async {
-            let group = InProcessMembership::new("model", four());
+            let group = MemoryMembershipGroup::new("model", four());
             let members: Vec<_> = ["a", "b", "c"].iter().map(|id| group.member(*id)).collect();
             let mut live = [false; 3];
             let mut owners: BTreeMap<u32, (usize, u64)> = BTreeMap::new();

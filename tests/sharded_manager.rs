@@ -17,8 +17,9 @@ use parking_lot::Mutex;
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{Manager, ManagerError};
+use tend::memory::MemoryMembershipGroup;
 use tend::memory::MemoryStore;
-use tend::shard::{Assignment, InProcessMembership, MemberId, Membership, ShardCount};
+use tend::shard::{Assignment, MemberId, Membership, ShardCount};
 use tend::{CancellationToken, Informer, Revision};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -57,7 +58,7 @@ type Log = Arc<Mutex<Vec<Record>>>;
 /// (fenced) client, after a pause that leaves reconciles in flight.
 struct Stamp {
     replica: String,
-    group: InProcessMembership,
+    group: MemoryMembershipGroup,
     log: Log,
 }
 
@@ -129,7 +130,7 @@ fn items() -> MemoryStore<Item> {
 /// `reconciler` and writes through a client fenced by the shards' tokens.
 fn sharded_with<R: Reconciler<Item>>(
     name: &str,
-    (group, store): (&InProcessMembership, &MemoryStore<Item>),
+    (group, store): (&MemoryMembershipGroup, &MemoryStore<Item>),
     handover: Duration,
     (controller, reconciler): (&str, R),
 ) -> Manager {
@@ -153,7 +154,7 @@ fn sharded_with<R: Reconciler<Item>>(
 
 fn sharded(
     name: &str,
-    group: &InProcessMembership,
+    group: &MemoryMembershipGroup,
     store: &MemoryStore<Item>,
     log: &Log,
 ) -> Manager {
@@ -192,7 +193,7 @@ async fn touch_all(store: &MemoryStore<Item>) {
 }
 
 /// Every item is stamped by the owner of its shard among `members`.
-fn converged(store: &MemoryStore<Item>, group: &InProcessMembership, members: &[&str]) -> bool {
+fn converged(store: &MemoryStore<Item>, group: &MemoryMembershipGroup, members: &[&str]) -> bool {
     let assignment = Assignment::compute(members.iter().copied(), group.shard_count());
     (0..KEYS).all(|i| {
         let key = format!("item-{i}");
@@ -235,7 +236,7 @@ fn check_log(log: &Log) {
 
 #[tokio::test(start_paused = true)]
 async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_join() {
-    let group = InProcessMembership::new("items", ShardCount::new(64).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(64).expect("valid"));
     let store = items();
     let log = Log::default();
     let mut replicas: HashMap<&str, Replica> = ["r0", "r1", "r2"]
@@ -303,7 +304,7 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
 
 #[tokio::test]
 async fn an_unsharded_controller_on_a_sharded_manager_is_refused() {
-    let group = InProcessMembership::new("items", ShardCount::DEFAULT);
+    let group = MemoryMembershipGroup::new("items", ShardCount::DEFAULT);
     let store = items();
     let mut manager = Manager::builder()
         .without_signals()
@@ -331,7 +332,7 @@ async fn an_unsharded_controller_on_a_sharded_manager_is_refused() {
 
 #[tokio::test(start_paused = true)]
 async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
-    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(16).expect("valid"));
     let store = items();
     let log = Log::default();
     let replica = start(sharded("r0", &group, &store, &log));
@@ -351,7 +352,7 @@ async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
 /// HTTP, its `stamp` controller's writes fenced by the shards' tokens; once
 /// it is ready (every shard owned).
 async fn serving(
-    group: &InProcessMembership,
+    group: &MemoryMembershipGroup,
     store: &MemoryStore<Item>,
 ) -> (Replica, std::net::SocketAddr) {
     let mut manager = Manager::builder()
@@ -398,7 +399,7 @@ async fn serving(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_shards_and_the_metrics_show_the_ownership() {
-    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(16).expect("valid"));
     let store = items();
     let (replica, address) = serving(&group, &store).await;
     let shards = http::get(address, "/debug/shards").await;
@@ -428,7 +429,7 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_with_a_released_shards_token_are_refused_and_counted_in_the_metrics() {
-    let group = InProcessMembership::new("items", ShardCount::new(16).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(16).expect("valid"));
     let store = items();
     let (replica, address) = serving(&group, &store).await;
     let limit = Duration::from_secs(10);
@@ -515,7 +516,7 @@ impl Reconciler<Item> for Gated {
 /// handover timeout.
 fn gated(
     name: &str,
-    group: &InProcessMembership,
+    group: &MemoryMembershipGroup,
     store: &MemoryStore<Item>,
     (held, gate): (&str, &tokio::sync::watch::Receiver<bool>),
     (log, cancelled): (&Log, &Arc<Mutex<Vec<String>>>),
@@ -537,7 +538,7 @@ fn gated(
 }
 
 /// The first key whose shard moves from `r0` to `r1` when `r1` joins.
-fn moving_key(group: &InProcessMembership) -> String {
+fn moving_key(group: &MemoryMembershipGroup) -> String {
     let both = Assignment::compute(["r0", "r1"], group.shard_count());
     (0..KEYS)
         .map(|i| format!("item-{i}"))
@@ -549,7 +550,7 @@ fn moving_key(group: &InProcessMembership) -> String {
 /// reconcile then holds until the gate opens) and starts `r1`, to which the
 /// held key's shard moves.
 async fn join_while_held(
-    (group, store): (&InProcessMembership, &MemoryStore<Item>),
+    (group, store): (&MemoryMembershipGroup, &MemoryStore<Item>),
     (held, gate): (&str, &tokio::sync::watch::Receiver<bool>),
     parts: (&Log, &Arc<Mutex<Vec<String>>>),
     handover: Duration,
@@ -576,7 +577,7 @@ async fn handover_with_a_reconcile_in_flight(
     handover: Duration,
     open_after: Option<Duration>,
 ) -> (Vec<Record>, Vec<String>) {
-    let group = InProcessMembership::new("items", ShardCount::new(8).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(8).expect("valid"));
     let store = items();
     let (log, cancelled) = (Log::default(), Arc::new(Mutex::new(Vec::new())));
     let held = moving_key(&group);
@@ -676,7 +677,7 @@ async fn quiet(log: &Log) {
 
 #[tokio::test(start_paused = true)]
 async fn a_join_reconciles_only_the_keys_of_the_shards_it_moved() {
-    let group = InProcessMembership::new("items", ShardCount::new(64).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(64).expect("valid"));
     let store = items();
     let log = Log::default();
     let three = ["r0", "r1", "r2"];
@@ -732,7 +733,7 @@ async fn a_join_reconciles_only_the_keys_of_the_shards_it_moved() {
 
 #[tokio::test(start_paused = true)]
 async fn a_key_deleted_while_its_shard_is_between_owners_is_reconciled_by_the_new_owner() {
-    let group = InProcessMembership::new("items", ShardCount::new(8).expect("valid"));
+    let group = MemoryMembershipGroup::new("items", ShardCount::new(8).expect("valid"));
     let store = items();
     let (log, cancelled) = (Log::default(), Arc::new(Mutex::new(Vec::new())));
     let held = moving_key(&group);

@@ -185,7 +185,7 @@ async fn an_optional_source_that_never_lists_neither_fails_run_nor_holds_back_th
     let parts = MemoryStore::<Part>::new("parts");
     parts.fail_next_lists(u32::MAX);
     let log = Log::default();
-    let election = tend::manager::InProcessElection::new("lock");
+    let election = tend::memory::MemoryElectionGroup::new("lock");
     let mut manager = Manager::builder()
         .without_signals()
         .leader_election(election.candidate())

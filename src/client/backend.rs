@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 
 use super::ClientError;
-use crate::source::{Object, Revision, Snapshot};
+use crate::object::{Object, Revision};
+use crate::source::Snapshot;
 
 /// The key type of a backend's objects.
 pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;

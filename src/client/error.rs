@@ -1,6 +1,8 @@
 //! The one error type of every backend's client.
 
-use crate::source::{BoxError, Revision};
+use crate::error::BoxError;
+
+use crate::object::Revision;
 
 /// Why a [`Client`](super::Client) call failed.
 ///

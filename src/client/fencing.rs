@@ -5,7 +5,7 @@
 /// A backend that checks fencing in-process (the memory backend, see
 /// [`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
 /// asks it on every fenced write, under its own lock and atomically with
-/// the write. [`InProcessElection`](crate::manager::InProcessElection)
+/// the write. [`MemoryElectionGroup`](crate::memory::MemoryElectionGroup)
 /// implements it, so a memory backend follows an in-process election; a
 /// test can also implement it over a counter it controls.
 ///

@@ -11,7 +11,7 @@
 //! returns marked and without finalizers was removed by that write.
 
 use super::{Client, ClientError, Written};
-use crate::source::{Deletion, Object};
+use crate::object::{Deletion, Object};
 
 /// What a backend does with an update, after [`updated`].
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! equal writes nothing (no new revision, no watch event).
 
 use super::{Client, ClientError};
-use crate::source::Object;
+use crate::object::Object;
 
 /// What [`Client::modify`] or [`Client::create_or_update`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

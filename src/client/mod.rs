@@ -55,7 +55,8 @@ pub use self::error::ClientError;
 pub use self::fencing::Fencing;
 pub(crate) use self::finalizers::{Delete, Update, created, deleted, keep_mark, updated};
 pub use self::helpers::{Outcome, Written};
-use crate::source::{Object, Revision, Snapshot};
+use crate::object::{Object, Revision};
+use crate::source::Snapshot;
 
 /// Attempts [`Client::modify`] and [`Client::create_or_update`] make
 /// before [`ClientError::TooManyConflicts`], unless told otherwise

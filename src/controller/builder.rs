@@ -16,9 +16,9 @@ use super::{
 };
 use crate::client::Client;
 use crate::informer::Informer;
+use crate::object::Object;
 use crate::queue::{Debounce, Priority, QueueObserver, WorkQueue};
 use crate::rate_limit::RateLimiter;
-use crate::source::Object;
 
 /// Configures a [`Controller`]; start from [`Controller::builder`].
 ///

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::scope::Scope;
 use super::{Action, Context, Reconciler, Triggers};
+use crate::object::Object;
 use crate::queue::Batch;
-use crate::source::Object;
 
 /// How a reconcile call ended.
 pub(super) enum Ran<E> {

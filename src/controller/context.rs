@@ -11,7 +11,7 @@ use super::Triggers;
 use super::scope::{Record, Scope};
 use crate::client::{Client, WriteHook};
 use crate::informer::Store;
-use crate::source::{Object, Revision};
+use crate::object::{Object, Revision};
 
 /// Everything a reconcile of one key gets.
 pub struct Context<O: Object> {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::source::Object;
+use crate::object::Object;
 
 /// How many deletions one generation keeps: the store remembers the last
 /// 8,192 to 16,384 deletions (the older generation goes when the newer one
@@ -97,7 +97,7 @@ impl<O: Object> Departed<O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::Revision;
+    use crate::object::Revision;
 
     #[derive(Debug, Clone, PartialEq)]
     struct Thing {

@@ -37,13 +37,14 @@ use super::Ownership;
 /// use tend::controller::{Controller, Environment};
 /// use tend::memory::MemoryStore;
 /// use tend::placement::Sharding;
-/// use tend::shard::{InProcessMembership, ShardCount};
+/// use tend::memory::MemoryMembershipGroup;
+/// use tend::shard::ShardCount;
 /// use tend::{CancellationToken, Informer};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let shards = ShardCount::new(16)?;
-/// let group = InProcessMembership::new("items", shards);
+/// let group = MemoryMembershipGroup::new("items", shards);
 /// let sharding = Sharding::new(group.member("replica-0"), shards);
 /// let items = Informer::builder(MemoryStore::<Item>::new("items")).build()?;
 /// let controller = Controller::builder("items", &items, Noop).build()?;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::Trigger;
 use super::sink::Enqueue;
 use crate::informer::Store;
-use crate::source::Object;
+use crate::object::Object;
 
 /// How many keys a trigger adds under one lock, so workers are not locked
 /// out of the queue for long.

@@ -16,8 +16,8 @@ use super::last_states::LastStates;
 use super::ownership::Ownership;
 use super::sink::Enqueue;
 use crate::informer::Store;
+use crate::object::Object;
 use crate::shard::Shard;
-use crate::source::Object;
 
 /// What a sharded controller's feed reads and writes.
 pub(super) struct Feed<O: Object> {

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::ControllerObserver;
 use super::Triggers;
+use crate::object::Revision;
 use crate::queue::{QueueKey, WorkQueue};
-use crate::source::Revision;
 
 /// The keys held for their writes, and how long one may be held.
 pub(super) struct Gate<K> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::source::Object;
+use crate::object::Object;
 
 /// See the module docs. Memory is bounded by the keys awaiting cleanup; a
 /// count read without the lock keeps the common case (no deleted object

@@ -74,8 +74,8 @@ use self::sink::Enqueue;
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::informer::{Informer, InformerError, InformerId};
+use crate::object::Object;
 use crate::queue::WorkQueue;
-use crate::source::Object;
 
 /// Why a controller could not be built or run.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::informer::Event;
-use crate::source::Object;
+use crate::object::Object;
 
 /// Decides whether an event enqueues its keys. Combine with
 /// [`and`](Predicate::and), [`or`](Predicate::or) and `!`.

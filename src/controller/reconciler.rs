@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::Context;
-use crate::source::Object;
+use crate::object::Object;
 
 /// Your reconciliation logic for objects of type `O`: observe, compare, act.
 ///

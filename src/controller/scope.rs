@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ControllerObserver;
 use crate::client::WriteHook;
-use crate::source::Revision;
+use crate::object::Revision;
 
 /// One reconcile's scope. Its token is a child of its worker's token
 /// (cancelled at the controller's hard stop and on lost leadership), made

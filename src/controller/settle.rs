@@ -8,8 +8,8 @@ use tokio::time::Instant;
 use super::call::Ran;
 use super::worker::Worker;
 use super::{Action, ControllerObserver, ErrorPolicy, Outcome, Reconciler, Trigger};
+use crate::object::Object;
 use crate::queue::{Handed, Priority};
-use crate::source::Object;
 
 use super::Triggers;
 

@@ -14,7 +14,7 @@ use super::last_states::LastStates;
 use super::sink::{Enqueue, Keys};
 use super::{Predicate, Trigger};
 use crate::informer::{Event, Handler, Informer, InformerError, InformerId, Subscription};
-use crate::source::Object;
+use crate::object::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
 ///

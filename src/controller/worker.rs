@@ -22,8 +22,8 @@ use super::settle::Report;
 use super::sink::Enqueue;
 use super::{Context, ControllerObserver, Reconciler, Trigger, Triggers};
 use crate::informer::Store;
+use crate::object::Object;
 use crate::queue::{Batch, Handed};
-use crate::source::Object;
 
 /// What the workers share: one per controller run.
 pub(super) struct Worker<O: Object, R> {

@@ -1,19 +1,18 @@
-//! Leader election: the [`LeaderElector`] trait, its error, the timing of
-//! lease-based electors, and the in-process implementation.
+//! Leader election: the [`LeaderElector`] trait, its error, and the timing
+//! of lease-based electors ([`ElectionConfig`]).
 //!
-//! Ground floor: the manager runs an elector, the etcd and Kubernetes
-//! backends implement one, and neither imports the other. Re-exported from
-//! [`tend::manager`](crate::manager).
+//! The backends implement it: [`MemoryElection`](crate::memory::MemoryElection)
+//! in one process, `tend::etcd::EtcdElection` and `tend::kube::LeaseElection`
+//! across replicas. The [`Manager`](crate::manager::Manager) and a
+//! [`Leadership`](crate::placement::Leadership) run one.
 
 mod config;
-mod in_process;
 
 use async_trait::async_trait;
 
-use crate::source::BoxError;
+use crate::error::BoxError;
 
 pub use self::config::{ElectionConfig, ElectionConfigError};
-pub use self::in_process::{InProcessCandidate, InProcessElection};
 
 /// Why a leader election call failed.
 #[derive(Debug, thiserror::Error)]

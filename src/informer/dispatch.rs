@@ -31,7 +31,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::store::Store;
 use super::{Event, InformerError};
-use crate::source::Object;
+use crate::object::Object;
 
 /// Events delivered between two flushes, at most: bounds how long a long
 /// list or replay holds back what a buffering handler gathered.

@@ -27,7 +27,8 @@ pub(crate) use self::dispatch::Handler;
 use self::dispatch::{EachEvent, Subscribers};
 use self::stats::Counters;
 use self::store::{IndexFn, TransformFn};
-use crate::source::{Object, Source};
+use crate::object::Object;
+use crate::source::Source;
 
 /// What happened to one object, as delivered to subscribers.
 ///

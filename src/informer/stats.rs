@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::source::Revision;
+use crate::object::Revision;
 
 /// A snapshot of an informer's counters, from
 /// [`Informer::stats`](super::Informer::stats).

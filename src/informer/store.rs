@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::dispatch::Keyed;
 use super::{Event, InformerError};
-use crate::source::{Object, Revision};
+use crate::object::{Object, Revision};
 
 /// A value an index files objects under (e.g. an owner's name).
 pub type IndexValue = String;

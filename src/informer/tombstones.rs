@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use crate::source::Revision;
+use crate::object::Revision;
 
 /// The number of deletions one generation remembers.
 const GENERATION: usize = 65_536;

@@ -13,7 +13,9 @@ use super::stats::Counters;
 use super::store::{Applied, Removed, Replaced};
 use super::tombstones::Tombstones;
 use super::{Event, Shared};
-use crate::source::{Change, Object, Revision, Snapshot, SourceError, WatchStream, error_chain};
+use crate::error::error_chain;
+use crate::object::{Object, Revision};
+use crate::source::{Change, Snapshot, SourceError, WatchStream};
 
 /// How a run of watch changes ended.
 enum RunEnd<O: Object> {

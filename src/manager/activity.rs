@@ -130,7 +130,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::election::InProcessElection;
+    use crate::memory::MemoryElectionGroup;
 
     fn active(activity: &Activity) -> Vec<(String, bool)> {
         activity
@@ -142,7 +142,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_leader_only_runnable_is_active_exactly_while_leading() {
-        let election = InProcessElection::new("lock");
+        let election = MemoryElectionGroup::new("lock");
         let leadership = Leadership::new(election.candidate()).campaign_again(true);
         let activity = Activity::default();
         for (name, placement) in [

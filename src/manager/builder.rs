@@ -12,7 +12,8 @@ use prometheus_client::registry::Registry;
 
 use super::health::StallLimits;
 use super::signals::Signals;
-use super::{LeaderElector, Manager, ManagerError};
+use super::{Manager, ManagerError};
+use crate::election::LeaderElector;
 use crate::shard::{Membership, ShardCount};
 
 /// Configures a [`Manager`]; start from [`Manager::builder`].
@@ -129,18 +130,19 @@ impl ManagerBuilder {
     /// in [`Context::fencing_token`](crate::controller::Context::fencing_token).
     ///
     /// `shards` must be the membership's shard count (an
-    /// [`InProcessMembership`](crate::shard::InProcessMembership)'s, for
+    /// [`MemoryMembershipGroup`](crate::memory::MemoryMembershipGroup)'s, for
     /// one); every replica must use the same.
     ///
     /// # Examples
     ///
     /// ```
     /// use tend::manager::Manager;
-    /// use tend::shard::{InProcessMembership, ShardCount};
+    /// use tend::memory::MemoryMembershipGroup;
+    /// use tend::shard::ShardCount;
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let shards = ShardCount::new(64)?;
-    /// let group = InProcessMembership::new("widgets", shards);
+    /// let group = MemoryMembershipGroup::new("widgets", shards);
     /// let replica = Manager::builder()
     ///     .sharding(group.member("replica-0"), shards)
     ///     .without_signals()

@@ -10,9 +10,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{Informer, InformerError, InformerId, InformerStats};
+use crate::object::{Object, ObjectKey};
 use crate::placement::Placement;
 use crate::queue::{Payload, QueueKey, QueueStats, WorkQueue};
-use crate::source::{Object, ObjectKey};
 
 /// A registered informer.
 pub(super) trait SharedInformer: Send + Sync {

@@ -11,9 +11,9 @@ use super::runnable::{Placed, Placer};
 use super::{Informers, ManagerError};
 use crate::controller::{Controller, ControllerBuilder, Reconciler, Watch};
 use crate::informer::{Informer, InformerError};
+use crate::object::Object;
 use crate::placement::Placement;
 use crate::shard::ShardKey;
-use crate::source::Object;
 
 /// What a handle asks of the running manager.
 pub(super) enum Command {

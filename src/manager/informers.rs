@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::ManagerError;
 use super::erased::SharedInformer;
 use crate::informer::{Informer, InformerId};
-use crate::source::Object;
+use crate::object::Object;
 
 /// One registered informer.
 struct Entry {
@@ -188,8 +188,8 @@ impl std::fmt::Debug for Informers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::Revision;
-    use crate::source::memory::MemoryStore;
+    use crate::memory::MemoryStore;
+    use crate::object::Revision;
 
     #[derive(Debug, Clone)]
     struct Item {

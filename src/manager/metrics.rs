@@ -28,9 +28,9 @@ use super::runnable::Placed;
 use crate::controller::{
     Controller, ControllerBuilder, ControllerObserver, Outcome, Reconciler, Watch,
 };
+use crate::object::Object;
 use crate::placement::ShardingObserver;
 use crate::queue::QueueObserver;
-use crate::source::Object;
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
 const RECONCILE_BUCKETS: [f64; 40] = [

@@ -41,16 +41,18 @@
 //! #     type Error = Infallible;
 //! #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
 //! # }
-//! use tend::manager::{InProcessElection, Manager};
+//! use tend::manager::Manager;
+//! use tend::memory::MemoryElectionGroup;
 //! use tend::memory::MemoryStore;
 //! use tend::placement::Placement;
-//! use tend::shard::{InProcessMembership, ShardCount};
+//! use tend::memory::MemoryMembershipGroup;
+//! use tend::shard::ShardCount;
 //! use tend::Informer;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let shards = ShardCount::new(64)?;
-//! let group = InProcessMembership::new("items", shards);
-//! let election = InProcessElection::new("items-gc");
+//! let group = MemoryMembershipGroup::new("items", shards);
+//! let election = MemoryElectionGroup::new("items-gc");
 //! let mut manager = Manager::builder()
 //!     .sharding(group.member("replica-0"), shards)
 //!     .leader_election(election.candidate())
@@ -71,7 +73,7 @@
 //!
 //! # Leader election
 //!
-//! With a [`LeaderElector`], leader-only controllers run on every replica
+//! With a [`LeaderElector`](crate::election::LeaderElector), leader-only controllers run on every replica
 //! as warm standbys: subscribed, their caches synced and their queues
 //! filled, but no key handed out until this replica leads; a replica that
 //! wins starts reconciling at once, with nothing to replay (a delete seen
@@ -192,10 +194,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::{ManagerBuilder, UnsyncedCaches};
-pub use crate::election::{
-    ElectionConfig, ElectionConfigError, ElectionError, InProcessCandidate, InProcessElection,
-    LeaderElector,
-};
 pub use prometheus_client;
 
 use self::activity::Activity;
@@ -206,10 +204,12 @@ use self::metrics::Metrics;
 use self::runnable::{Placed, Placer, Task, TaskRun};
 use self::signals::Signals;
 use crate::controller::{Controller, ControllerBuilder, ControllerError, Reconciler, Watch};
+use crate::election::ElectionError;
+use crate::error::BoxError;
 use crate::informer::{Informer, InformerError};
+use crate::object::Object;
 use crate::placement::{Leadership, Placement, PlacementError, Sharding};
 use crate::shard::{MembershipError, ShardKey};
-use crate::source::{BoxError, Object};
 
 /// Why a manager could not be configured, or why it stopped.
 #[derive(Debug, thiserror::Error)]

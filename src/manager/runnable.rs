@@ -13,9 +13,10 @@ use super::activity::{Activity, active_for};
 use super::erased::ControllerView;
 use super::metrics::Metrics;
 use crate::controller::{Controller, ControllerError, Environment, Ownership, Reconciler};
+use crate::error::BoxError;
+use crate::object::Object;
 use crate::placement::{Leadership, Placement, Sharding};
 use crate::shard::ShardKey;
-use crate::source::{BoxError, Object};
 
 /// What a manager hands a controller it starts.
 pub(super) struct Start {

@@ -233,9 +233,9 @@ mod tests {
     use super::*;
     use crate::informer::Informer;
     use crate::manager::erased::SharedInformer;
+    use crate::memory::MemoryStore;
+    use crate::object::Revision;
     use crate::queue::WorkQueue;
-    use crate::source::Revision;
-    use crate::source::memory::MemoryStore;
 
     const MINUTE: Duration = Duration::from_secs(60);
     const MS: Duration = Duration::from_millis(1);

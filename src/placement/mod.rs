@@ -7,7 +7,7 @@
 //! it may reconcile now and with which fencing token. This module holds
 //! the two things that decide it:
 //!
-//! - [`Leadership`] follows a [`LeaderElector`](crate::manager::LeaderElector): while this replica leads,
+//! - [`Leadership`] follows a [`LeaderElector`](crate::election::LeaderElector): while this replica leads,
 //!   its ownership owns every key with the leader's token; while it stands
 //!   by, a leader-only controller is warm (subscribed, synced, its queue
 //!   filled) and hands nothing out, so a won election starts reconciling at

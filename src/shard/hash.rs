@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::source::ObjectKey;
+use crate::object::ObjectKey;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;

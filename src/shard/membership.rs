@@ -5,7 +5,7 @@ use tokio::sync::watch;
 
 use super::assignment::MemberId;
 use super::count::Shard;
-use crate::source::BoxError;
+use crate::error::BoxError;
 
 /// Why a membership call failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +61,7 @@ pub enum MembershipError {
 ///   ownership and tokens, never on two members seeing the same set.
 ///
 /// The in-process implementation is
-/// [`InProcessMembership`](super::InProcessMembership); it implements
+/// [`MemoryMembershipGroup`](crate::memory::MemoryMembershipGroup); it implements
 /// [`Fencing`](crate::client::Fencing) over the shards' tokens. The etcd
 /// one is `tend::etcd::EtcdMembership` (feature `etcd`).
 #[async_trait]

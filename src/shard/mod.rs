@@ -19,18 +19,16 @@
 //! see its live set; a member acquires a shard (waiting until its previous
 //! owner released it or lost its membership) and gets a fencing token,
 //! unique across the group's shards, for every write of that shard's keys.
-//! [`InProcessMembership`] is the in-process implementation (and a
+//! [`MemoryMembershipGroup`](crate::memory::MemoryMembershipGroup) is the in-process implementation (and a
 //! [`Fencing`](crate::client::Fencing) authority for the memory backend);
 //! `tend::etcd::EtcdMembership` (feature `etcd`) holds the group in etcd.
 
 mod assignment;
 mod count;
 mod hash;
-mod in_process;
 mod membership;
 
 pub use self::assignment::{Assignment, MemberId};
 pub use self::count::{Shard, ShardCount, ShardCountError};
 pub use self::hash::{ShardKey, StableHasher};
-pub use self::in_process::{InProcessMember, InProcessMembership};
 pub use self::membership::{Membership, MembershipError};

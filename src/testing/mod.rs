@@ -82,8 +82,8 @@ use tokio_util::sync::CancellationToken;
 use crate::QueueStats;
 use crate::controller::{Controller, Environment, Ownership, Reconciler};
 use crate::informer::Informer;
+use crate::object::Object;
 use crate::placement::{Leadership, Sharding};
-use crate::source::Object;
 
 #[cfg(any(feature = "etcd", feature = "kube"))]
 pub use self::proxy::Proxy;

@@ -11,8 +11,9 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
+use tend::election::ElectionConfig;
 use tend::etcd::{ElectionBuildError, EtcdElection, EtcdSource, etcd_client};
-use tend::manager::{ElectionConfig, Manager};
+use tend::manager::Manager;
 use tend::{Informer, Revision};
 use tokio_util::sync::CancellationToken;
 

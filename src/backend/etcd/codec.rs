@@ -1,0 +1,223 @@
+//! How object keys map to etcd keys, and how stored values decode.
+
+use std::fmt::Debug;
+
+use serde::de::DeserializeOwned;
+
+use crate::object::{Object, ObjectKey, Revision};
+
+/// A key type that has a text form in etcd: the part of the etcd key after
+/// the source's prefix.
+///
+/// Implemented for [`String`] (the text itself) and [`ObjectKey`]
+/// (`namespace/name`, or `name` alone for an empty namespace). Implement it
+/// for your own key types, or replace the whole mapping with a
+/// [`KeyCodec`].
+///
+/// [`TextKeys`] stores only keys whose text parses back to the same key:
+/// an [`ObjectKey`] with an empty name or a `/` in its namespace or name
+/// (`ObjectKey::cluster("x/y")` would read back as namespace `x`, name
+/// `y`) is refused with [`EncodeError::InvalidKey`].
+pub trait EtcdKey: Sized {
+    /// The text form of this key.
+    fn to_etcd_key(&self) -> String;
+
+    /// Parses a text form back; `None` when `text` is not a valid key.
+    fn from_etcd_key(text: &str) -> Option<Self>;
+}
+
+impl EtcdKey for String {
+    fn to_etcd_key(&self) -> String {
+        self.clone()
+    }
+
+    fn from_etcd_key(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+}
+
+impl EtcdKey for ObjectKey {
+    fn to_etcd_key(&self) -> String {
+        self.to_string()
+    }
+
+    fn from_etcd_key(text: &str) -> Option<Self> {
+        match text.split_once('/') {
+            None if !text.is_empty() => Some(Self::cluster(text)),
+            Some((namespace, name))
+                if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+            {
+                Some(Self::new(namespace, name))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Maps object keys to the bytes after a source's prefix, and back.
+///
+/// The default, [`TextKeys`], uses [`EtcdKey`]. Implement this trait when
+/// the stored layout is not yours to choose (binary keys, a legacy scheme).
+pub trait KeyCodec<K>: Debug + Send + Sync + 'static {
+    /// The bytes that follow the prefix for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`EncodeError`] when `key` cannot be stored (for instance because
+    /// it would decode as another key); the write is refused.
+    fn encode(&self, key: &K) -> Result<Vec<u8>, EncodeError>;
+
+    /// The key stored under `suffix` (the bytes after the prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`] (usually [`DecodeError::KeyNotUtf8`] or
+    /// [`DecodeError::InvalidKey`]) when `suffix` is not a key of this
+    /// codec; the entry is then skipped.
+    fn decode(&self, suffix: &[u8]) -> Result<K, DecodeError>;
+}
+
+/// The default [`KeyCodec`]: the key's [`EtcdKey`] text, as UTF-8.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextKeys;
+
+impl<K: EtcdKey + PartialEq + 'static> KeyCodec<K> for TextKeys {
+    fn encode(&self, key: &K) -> Result<Vec<u8>, EncodeError> {
+        let text = key.to_etcd_key();
+        if K::from_etcd_key(&text).as_ref() == Some(key) {
+            Ok(text.into_bytes())
+        } else {
+            Err(EncodeError::InvalidKey { key: text })
+        }
+    }
+
+    fn decode(&self, suffix: &[u8]) -> Result<K, DecodeError> {
+        let text = std::str::from_utf8(suffix).map_err(|_| DecodeError::KeyNotUtf8)?;
+        K::from_etcd_key(text).ok_or_else(|| DecodeError::InvalidKey {
+            key: text.to_owned(),
+        })
+    }
+}
+
+/// Why a key could not be turned into an etcd key; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The key has no etcd form (with [`TextKeys`]: its text would read
+    /// back as another key, or as none).
+    #[error("`{key}` cannot be stored as an etcd key")]
+    InvalidKey {
+        /// The key's text (or debug form).
+        key: String,
+    },
+}
+
+/// Why a stored entry could not be turned into an object; the entry is
+/// skipped (and counted) until it is fixed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The etcd key is not UTF-8 text.
+    #[error("key is not utf-8")]
+    KeyNotUtf8,
+    /// The key codec rejected the key.
+    #[error("`{key}` is not a valid key")]
+    InvalidKey {
+        /// The key's text.
+        key: String,
+    },
+    /// The value is larger than the source's limit.
+    #[error("value of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// The value's size.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The value is not JSON of the object's type.
+    #[error("value is not a valid object")]
+    Value(#[source] serde_json::Error),
+    /// The object decoded, but its own key differs from the etcd key it is
+    /// stored under.
+    #[error("object's key {object} differs from its etcd key {stored}")]
+    KeyMismatch {
+        /// The key the etcd key decodes to (debug form).
+        stored: String,
+        /// The key the object reports (debug form).
+        object: String,
+    },
+}
+
+/// Decodes one stored value under an already decoded key.
+pub(super) fn decode_value<O>(
+    key: &O::Key,
+    value: &[u8],
+    mod_revision: i64,
+    limit: usize,
+) -> Result<O, DecodeError>
+where
+    O: Object + DeserializeOwned,
+{
+    if value.len() > limit {
+        return Err(DecodeError::TooLarge {
+            size: value.len(),
+            limit,
+        });
+    }
+    let mut object: O = serde_json::from_slice(value).map_err(DecodeError::Value)?;
+    if object.key() != *key {
+        return Err(DecodeError::KeyMismatch {
+            stored: format!("{key:?}"),
+            object: format!("{:?}", object.key()),
+        });
+    }
+    object.set_version(revision(mod_revision));
+    Ok(object)
+}
+
+/// An etcd revision as a tend revision (etcd's are never negative).
+pub(super) fn revision(raw: i64) -> Revision {
+    Revision::new(u64::try_from(raw).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_round_trip_through_text() {
+        for key in [ObjectKey::new("ns", "a"), ObjectKey::cluster("b")] {
+            assert_eq!(ObjectKey::from_etcd_key(&key.to_etcd_key()), Some(key));
+        }
+        assert_eq!(ObjectKey::from_etcd_key(""), None);
+        assert_eq!(ObjectKey::from_etcd_key("a/b/c"), None);
+        assert_eq!(ObjectKey::from_etcd_key("/b"), None);
+    }
+
+    #[test]
+    fn text_keys_refuse_keys_that_read_back_as_others() {
+        for key in [
+            ObjectKey::cluster("x/y"),
+            ObjectKey::new("ns", "a/b"),
+            ObjectKey::new("a/b", "c"),
+            ObjectKey::cluster(""),
+            ObjectKey::new("ns", ""),
+        ] {
+            assert!(
+                matches!(TextKeys.encode(&key), Err(EncodeError::InvalidKey { .. })),
+                "{key:?} is refused"
+            );
+        }
+        assert_eq!(
+            TextKeys.encode(&ObjectKey::new("ns", "a")),
+            Ok(b"ns/a".to_vec())
+        );
+        assert_eq!(TextKeys.encode(&"a/b".to_owned()), Ok(b"a/b".to_vec()));
+    }
+
+    #[test]
+    fn text_keys_reject_non_utf8() {
+        let decoded: Result<String, _> = TextKeys.decode(&[0xff, 0xfe]);
+        assert!(matches!(decoded, Err(DecodeError::KeyNotUtf8)));
+    }
+}

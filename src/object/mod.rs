@@ -1,0 +1,217 @@
+//! The object model, the crate's ground floor: what a controller observes.
+//!
+//! An [`Object`] is one item of state: a pod, a DNS record, a thermostat's
+//! reading. It has a user-chosen key (same key ⇒ same object identity) and a
+//! [`Revision`] that changes whenever the object changes. [`ObjectKey`] is
+//! a ready-made namespaced key, [`Lifecycle`] the finalizers and deletion
+//! mark of objects that support them, and [`impl_object!`](crate::impl_object)
+//! implements [`Object`] in one line.
+
+mod key;
+mod lifecycle;
+mod revision;
+
+use crate::key::QueueKey;
+
+pub use self::key::ObjectKey;
+pub use self::lifecycle::{Deletion, Lifecycle};
+pub use self::revision::Revision;
+
+/// One item of state that a controller observes.
+///
+/// This trait is the one place where the bounds every part of tend needs are
+/// bundled: objects are cloned into caches and shared across threads.
+///
+/// Implementing it takes a key and a version field:
+///
+/// ```
+/// use tend::{Object, ObjectKey, Revision};
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Pod {
+///     namespace: String,
+///     name: String,
+///     node: Option<String>,
+///     version: Revision,
+/// }
+///
+/// impl Object for Pod {
+///     type Key = ObjectKey;
+///
+///     fn key(&self) -> ObjectKey {
+///         ObjectKey::new(&self.namespace, &self.name)
+///     }
+///
+///     fn version(&self) -> Revision {
+///         self.version
+///     }
+///
+///     fn set_version(&mut self, version: Revision) {
+///         self.version = version;
+///     }
+/// }
+/// ```
+///
+/// # Versions
+///
+/// Backends assign versions: on every write they call
+/// [`set_version`](Object::set_version) with the revision of that write. A
+/// version of [`Revision::ZERO`] means "never stored". Objects handed to a
+/// source's write methods carry the version the writer last read, which is
+/// how the [`memory`](crate::memory) backend detects conflicting writes.
+///
+/// # Generations
+///
+/// A generation changes only when an object's *spec* (its desired part)
+/// changes, not when its status does; predicates use it to skip status-only
+/// updates. Types that want one override [`generation`](Object::generation),
+/// [`set_generation`](Object::set_generation) and
+/// [`spec_changed`](Object::spec_changed); backends that support generations
+/// set 1 on create and bump it on every update whose spec changed.
+///
+/// # Finalizers
+///
+/// Types that support finalizers (cleanup that must run before an object
+/// goes, exactly once across restarts) keep a [`Lifecycle`] and override
+/// [`lifecycle`](Object::lifecycle) and
+/// [`lifecycle_mut`](Object::lifecycle_mut); the default (`None`) means the
+/// type has none and a delete removes the object at once.
+pub trait Object: Clone + Send + Sync + 'static {
+    /// The identity of an object: two objects with the same key are two
+    /// states of the same thing.
+    type Key: QueueKey;
+
+    /// This object's key.
+    fn key(&self) -> Self::Key;
+
+    /// The revision of the write that produced this state
+    /// ([`Revision::ZERO`] when never stored).
+    fn version(&self) -> Revision;
+
+    /// Sets the version; called by backends on every write.
+    fn set_version(&mut self, version: Revision);
+
+    /// The generation, if this type tracks one (default: `None`).
+    fn generation(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sets the generation; called by backends when this type tracks one
+    /// (default: does nothing).
+    fn set_generation(&mut self, generation: u64) {
+        let _ = generation;
+    }
+
+    /// Whether this object's spec differs from `old`'s (default: `false`,
+    /// the generation never moves after create).
+    fn spec_changed(&self, old: &Self) -> bool {
+        let _ = old;
+        false
+    }
+
+    /// The finalizers and deletion mark, if this type supports finalizers
+    /// (default: `None`).
+    fn lifecycle(&self) -> Option<&Lifecycle> {
+        None
+    }
+
+    /// The finalizers and deletion mark, to change them (default: `None`,
+    /// as [`lifecycle`](Object::lifecycle)).
+    fn lifecycle_mut(&mut self) -> Option<&mut Lifecycle> {
+        None
+    }
+
+    /// The finalizers, if this type supports them (default: the
+    /// [`lifecycle`](Object::lifecycle)'s). Backends and the client's
+    /// finalizer helpers go through this and the three below, so a type
+    /// that keeps its finalizers elsewhere (a Kubernetes object's
+    /// `metadata`) overrides these four instead of keeping a [`Lifecycle`].
+    /// (Not `finalizers`: kube-rs's `ResourceExt` has a method of that
+    /// name, and both traits are often in scope.)
+    fn finalizer_names(&self) -> Option<&[String]> {
+        self.lifecycle().map(Lifecycle::finalizers)
+    }
+
+    /// The finalizers, to change them (default: the lifecycle's; `None`
+    /// when the type has none).
+    fn finalizer_names_mut(&mut self) -> Option<&mut Vec<String>> {
+        self.lifecycle_mut().map(Lifecycle::finalizers_mut)
+    }
+
+    /// When a delete was asked for, if this object is being deleted (it
+    /// waits for its finalizers to be removed).
+    fn deletion(&self) -> Option<Deletion> {
+        self.lifecycle().and_then(Lifecycle::deletion)
+    }
+
+    /// Sets or clears the deletion mark; called by backends (default: the
+    /// lifecycle's, and nothing for a type without finalizers).
+    fn set_deletion(&mut self, deletion: Option<Deletion>) {
+        if let Some(lifecycle) = self.lifecycle_mut() {
+            lifecycle.set_deletion(deletion);
+        }
+    }
+}
+
+/// Implements [`Object`] for a struct whose key is a field (cloned) and whose
+/// version is a [`Revision`] field: the common case, in one line.
+///
+/// ```
+/// #[derive(Clone, Debug)]
+/// struct Pod {
+///     name: String,
+///     node: String,
+///     version: tend::Revision,
+/// }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// use tend::Object;
+/// let pod = Pod { name: "web-1".into(), node: "n1".into(), version: tend::Revision::ZERO };
+/// assert_eq!(pod.key(), "web-1");
+/// ```
+///
+/// With `lifecycle: field`, the type supports finalizers, kept in a
+/// [`Lifecycle`] field:
+///
+/// ```
+/// #[derive(Clone, Debug)]
+/// struct Volume {
+///     name: String,
+///     lifecycle: tend::Lifecycle,
+///     version: tend::Revision,
+/// }
+/// tend::impl_object!(Volume, key: name: String, version: version, lifecycle: lifecycle);
+/// ```
+///
+/// Types with a generation implement [`Object`] by hand.
+#[macro_export]
+macro_rules! impl_object {
+    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident) => {
+        $crate::impl_object!(@impl $type, $key, $key_type, $version, {});
+    };
+    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident, lifecycle: $lifecycle:ident) => {
+        $crate::impl_object!(@impl $type, $key, $key_type, $version, {
+            fn lifecycle(&self) -> ::std::option::Option<&$crate::Lifecycle> {
+                ::std::option::Option::Some(&self.$lifecycle)
+            }
+            fn lifecycle_mut(&mut self) -> ::std::option::Option<&mut $crate::Lifecycle> {
+                ::std::option::Option::Some(&mut self.$lifecycle)
+            }
+        });
+    };
+    (@impl $type:ty, $key:ident, $key_type:ty, $version:ident, { $($extra:tt)* }) => {
+        impl $crate::Object for $type {
+            type Key = $key_type;
+            fn key(&self) -> $key_type {
+                ::std::clone::Clone::clone(&self.$key)
+            }
+            fn version(&self) -> $crate::Revision {
+                self.$version
+            }
+            fn set_version(&mut self, version: $crate::Revision) {
+                self.$version = version;
+            }
+            $($extra)*
+        }
+    };
+}
