@@ -67,10 +67,11 @@ def main(argv):
             print(f"  {name} {pkg_version}: rust-version {show(version)}")
         print(f"set rust-version in Cargo.toml to at least {show(newer[-1][0])}")
         return 1
+    top = ", ".join(f"{name} {version}" for need, name, version in needed if highest and need == highest[0])
     print(
         f"check_rust_version: {root['name']} rust-version {root['rust_version']} covers its "
         f"{len(reached)} normal/build dependencies"
-        + (f" (the highest: {highest[1]} {highest[2]}, {show(highest[0])})" if highest else "")
+        + (f" (the highest, {show(highest[0])}: {top})" if highest else "")
     )
     return 0
 
