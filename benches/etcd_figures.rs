@@ -96,8 +96,8 @@ async fn list_and_sync(server: &EtcdServer, objects: usize) -> Result<(), BoxErr
     let took = started.elapsed();
     println!(
         "list + sync of {} objects: {took:.2?}, {:.0} objects/s",
-        informer.store().len(),
-        informer.store().len() as f64 / took.as_secs_f64()
+        informer.cache().len(),
+        informer.cache().len() as f64 / took.as_secs_f64()
     );
     cancel.cancel();
     run.await??;

@@ -243,7 +243,7 @@ fn report_overhead(n: usize) {
     let n_signed = n as isize;
     let informer_overhead = cached / n_signed - object;
 
-    let arcs = informer.store().list();
+    let arcs = informer.cache().list();
     let before = live_bytes();
     let mut map = HashMap::with_capacity(arcs.len());
     for object in &arcs {

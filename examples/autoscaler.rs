@@ -31,7 +31,7 @@ use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
-use tend::{BoxError, CancellationToken, Informer, Revision, Store};
+use tend::{BoxError, Cache, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
 use support::Clock;
@@ -80,7 +80,7 @@ impl Metrics {
 struct Scale {
     replicasets: Client<ReplicaSet>,
     /// Read, not watched: the metrics, not pod events, drive the loop.
-    pods: Store<Pod>,
+    pods: Cache<Pod>,
     metrics: Metrics,
     clock: Clock,
     /// Each autoscaler's recent recommendations, for the stabilisation
@@ -116,7 +116,7 @@ impl Reconciler<Autoscaler> for Scale {
                 .remove(ctx.key());
             return Ok(Action::Done);
         };
-        let sets = ctx.store::<ReplicaSet>().expect("watches replica sets");
+        let sets = ctx.cache::<ReplicaSet>().expect("watches replica sets");
         let Some(rs) = sets.get(&hpa.target) else {
             return Ok(Action::RequeueAfter(SYNC_PERIOD));
         };
@@ -289,13 +289,13 @@ impl World {
         })?;
         let scale = Scale {
             replicasets: self.replicasets.client(),
-            pods: pod_cache.store(),
+            pods: pod_cache.cache(),
             metrics: self.metrics.clone(),
             clock,
             recommendations: Mutex::default(),
             scalings: Arc::clone(&self.scalings),
         };
-        let targets = hpa_cache.store();
+        let targets = hpa_cache.cache();
         let controller = manager
             .controller("autoscaler", &hpa_cache, scale)
             .watches(&rs_cache, move |rs: &ReplicaSet| {

@@ -136,17 +136,18 @@ async fn in_one_process(
                 );
             }
         }
-        if killed.is_none() && start.elapsed() >= duration / 2 {
-            if let Some(index) = replicas.iter().position(|(id, _)| *id == leader) {
-                let (id, task) = replicas.remove(index);
-                task.abort();
-                let _ = task.await;
-                println!(
-                    "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
-                    start.elapsed().as_secs_f64()
-                );
-                killed = Some(id);
-            }
+        if killed.is_none()
+            && start.elapsed() >= duration / 2
+            && let Some(index) = replicas.iter().position(|(id, _)| *id == leader)
+        {
+            let (id, task) = replicas.remove(index);
+            task.abort();
+            let _ = task.await;
+            println!(
+                "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
+                start.elapsed().as_secs_f64()
+            );
+            killed = Some(id);
         }
     }
     let leader = observer.leader().await?;

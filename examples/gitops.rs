@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
-use tend::client::{Client, ClientError, Outcome};
+use tend::client::{Client, ClientError, Effect};
 use tend::controller::{Action, Context, Reconciler};
 use tend::dir::{DirSource, DirStatsHandle};
 use tend::manager::Manager;
@@ -66,7 +66,7 @@ impl Reconciler<App> for Sync {
     type Error = ClientError;
 
     async fn reconcile(&self, ctx: Context<App>) -> Result<Action, ClientError> {
-        let running = ctx.store::<Deployed>().and_then(|s| s.get(ctx.key()));
+        let running = ctx.cache::<Deployed>().and_then(|s| s.get(ctx.key()));
         let observed = format!(
             "file {} | cluster {}",
             ctx.object()
@@ -105,9 +105,9 @@ impl Reconciler<App> for Sync {
                         d.replicas = app.replicas;
                     })
                     .await?;
-                match written.outcome {
-                    Outcome::Unchanged => return Ok(Action::Done), // our write, not yet cached
-                    Outcome::Created => ("not in the cluster", "create".to_owned()),
+                match written.effect {
+                    Effect::Unchanged => return Ok(Action::Done), // our write, not yet cached
+                    Effect::Created => ("not in the cluster", "create".to_owned()),
                     _ => (
                         "the cluster differs",
                         format!("update to {}", spec(&app.image, app.replicas)),

@@ -90,20 +90,16 @@ async fn main() -> Result<(), BoxError> {
         .await?;
     }
 
+    let candidate = election.candidate();
+    let fenced = lights.client_fenced_by(&candidate);
     let mut manager = Manager::builder()
         .http_address(address)
-        .leader_election(election.candidate())
+        .leader_election(candidate)
         .graceful_shutdown_timeout(Duration::from_secs(5))
         .build()?;
     let informer = manager.informer("lights", || Informer::builder(lights.clone()).build())?;
     let controller = manager
-        .controller(
-            "lights",
-            &informer,
-            Switch {
-                lights: lights.client_fenced_by(election.clone()),
-            },
-        )
+        .controller("lights", &informer, Switch { lights: fenced })
         .build()?;
     manager.add_controller(controller)?;
 

@@ -56,7 +56,7 @@ impl Reconciler<ReplicaSet> for ReplicaSetController {
     type Error = Infallible;
 
     async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, Infallible> {
-        let cache = ctx.store::<Pod>().expect("the controller watches pods");
+        let cache = ctx.cache::<Pod>().expect("the controller watches pods");
         let pods = ctx.client::<Pod>().expect("the controller writes pods");
         let live = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
@@ -166,7 +166,7 @@ async fn run_chaos(
         let all = pods.snapshot().objects;
         let at = clock.elapsed().as_secs_f64();
         down.lock().expect("not poisoned").clear();
-        if round % 3 == 0 {
+        if round.is_multiple_of(3) {
             let node = fastrand::usize(..NODES);
             let lost: Vec<_> = all.iter().filter(|p| p.node == node).collect();
             for pod in &lost {

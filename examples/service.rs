@@ -8,7 +8,7 @@
 //! tend features: `watches` with a mapping through an index (a pod wakes
 //! every service whose selector matches its label: `keys_by_index` on the
 //! services' cache), `owns` (an endpoints list edited by hand is put
-//! back), `Context::store` and `by_index` to observe, and
+//! back), `Context::cache` and `by_index` to observe, and
 //! `Client::create_or_update` to act, all under a `Manager`.
 //!
 //! ```sh
@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tend::client::{Client, ClientError, Outcome};
+use tend::client::{Client, ClientError, Effect};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
@@ -81,7 +81,7 @@ impl Reconciler<Service> for Route {
                 Err(error) => Err(error),
             };
         };
-        let pods = ctx.store::<Pod>().expect("the controller watches pods");
+        let pods = ctx.cache::<Pod>().expect("the controller watches pods");
         let selected = pods
             .by_index("app", &service.selector)
             .expect("the pods' cache has an `app` index");
@@ -92,7 +92,7 @@ impl Reconciler<Service> for Route {
             .collect();
         ready.sort();
         let routed = ctx
-            .store::<Endpoints>()
+            .cache::<Endpoints>()
             .and_then(|s| s.get(ctx.key()))
             .map(|e| e.pods.clone())
             .unwrap_or_default();
@@ -108,7 +108,7 @@ impl Reconciler<Service> for Route {
             .endpoints
             .create_or_update(wanted, |e| e.pods.clone_from(&ready))
             .await?;
-        if written.outcome == Outcome::Unchanged {
+        if written.effect == Effect::Unchanged {
             return Ok(Action::Done); // our own write, not yet in the cache
         }
         self.stats.lock().expect("not poisoned").updates += 1;
@@ -302,7 +302,7 @@ async fn main() -> Result<(), BoxError> {
         clock,
         stats: Arc::clone(&stats),
     };
-    let selecting = service_cache.store();
+    let selecting = service_cache.cache();
     let controller = manager
         .controller("endpoints", &service_cache, route)
         .watches(&pod_cache, move |pod: &Pod| {

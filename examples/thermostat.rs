@@ -21,7 +21,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tend::client::{Client, ClientError, Outcome};
+use tend::client::{Client, ClientError, Effect};
 use tend::controller::{Action, Context, Reconciler, Trigger};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
@@ -82,8 +82,8 @@ impl Reconciler<Thermostat> for Control {
         let Some(thermostat) = ctx.object() else {
             return Ok(Action::Done);
         };
-        let reading = ctx.store::<Reading>().and_then(|s| s.get(ctx.key()));
-        let heater = ctx.store::<Heater>().and_then(|s| s.get(ctx.key()));
+        let reading = ctx.cache::<Reading>().and_then(|s| s.get(ctx.key()));
+        let heater = ctx.cache::<Heater>().and_then(|s| s.get(ctx.key()));
         let heating = heater.is_some_and(|h| h.on);
         let Some(reading) = reading else {
             return Ok(Action::Done); // no reading yet: the sensor's first one wakes us
@@ -121,7 +121,7 @@ impl Reconciler<Thermostat> for Control {
                 .heaters
                 .create_or_update(heater, |h| h.on = want)
                 .await?;
-            if written.outcome == Outcome::Unchanged {
+            if written.effect == Effect::Unchanged {
                 "nothing to do (already switched)".to_owned()
             } else {
                 self.stats.lock().expect("not poisoned").switches += 1;

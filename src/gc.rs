@@ -66,7 +66,7 @@ use tokio::time::Instant;
 
 use crate::client::{Client, ClientError};
 use crate::controller::{Action, Context, Controller, ControllerError, Reconciler};
-use crate::informer::{IndexValue, Informer, Store};
+use crate::informer::{Cache, IndexValue, Informer};
 use crate::object::Object;
 
 /// How long an orphan waits before it is deleted, unless told otherwise.
@@ -107,7 +107,7 @@ fn index_value(key: &impl fmt::Debug) -> IndexValue {
 pub struct GarbageCollector<D: Owned> {
     dependents: Client<D>,
     owners: Client<D::Owner>,
-    owner_cache: Option<Store<D::Owner>>,
+    owner_cache: Option<Cache<D::Owner>>,
     grace: Duration,
     keep_orphans: bool,
     /// When each orphan awaiting its grace was first seen; an entry goes
@@ -170,8 +170,8 @@ impl<D: Owned> GarbageCollector<D> {
         dependents: Informer<D>,
         owners: Informer<D::Owner>,
     ) -> Result<Controller<D, Self>, ControllerError> {
-        self.owner_cache = Some(owners.store());
-        let cache = dependents.store();
+        self.owner_cache = Some(owners.cache());
+        let cache = dependents.cache();
         Controller::builder(name, dependents, self)
             .watches(owners, move |owner: &D::Owner| {
                 dependents_of(&cache, &owner.key())
@@ -221,7 +221,7 @@ impl<D: Owned> GarbageCollector<D> {
 
 /// The cached dependents of the owner `owner`: by index when there is one,
 /// else by a scan.
-fn dependents_of<D: Owned>(cache: &Store<D>, owner: &<D::Owner as Object>::Key) -> Vec<D::Key> {
+fn dependents_of<D: Owned>(cache: &Cache<D>, owner: &<D::Owner as Object>::Key) -> Vec<D::Key> {
     if let Ok(keys) = cache.keys_by_index(OWNER_INDEX, &index_value(owner)) {
         return keys;
     }

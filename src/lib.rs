@@ -16,7 +16,7 @@
 //! - [`client`]: the [`Client`](client::Client) that reads and writes a
 //!   source's objects, the same on every backend, with optimistic
 //!   concurrency, fencing and read-modify-write helpers.
-//! - [`Informer`]: lists and watches a source, keeps the shared [`Store`]
+//! - [`Informer`]: lists and watches a source, keeps the shared [`Cache`]
 //!   cache up to date and delivers [`Event`]s to subscribers.
 //! - [`WorkQueue`]: the deduplicating, rate-limited, prioritised queue of keys
 //!   that every controller runs on.
@@ -156,7 +156,7 @@
 //! # #[derive(Clone, Debug, PartialEq)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! use tend::client::Outcome;
+//! use tend::client::Effect;
 //! use tend::memory::MemoryStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -166,7 +166,7 @@
 //! let hall = lights.create(hall).await?;
 //! assert_ne!(hall.version, Revision::ZERO); // set by the backend
 //! let wished = lights.modify(&"hall".to_owned(), |light| light.want_on = true).await?;
-//! assert_eq!(wished.outcome, Outcome::Updated);
+//! assert_eq!(wished.effect, Effect::Updated);
 //! assert!(lights.update(hall).await.unwrap_err().is_conflict()); // a stale read
 //! # Ok(()) }
 //! ```
@@ -174,7 +174,7 @@
 //! ## 5. A running controller
 //!
 //! An [`Informer`] lists and watches a source into a shared cache (a
-//! [`Store`]); a [`Controller`](controller::Controller) subscribes to it,
+//! [`Cache`]); a [`Controller`](controller::Controller) subscribes to it,
 //! queues keys in a [`WorkQueue`] and runs the reconciler on workers.
 //! `owns` and `watches` add secondary informers whose changes map to
 //! primary keys (a pod to its ReplicaSet). Both run until their token is
@@ -424,7 +424,7 @@ pub use backend::{memory, poll};
 /// re-exported so that implementing tend's traits needs no extra dependency.
 pub use async_trait::async_trait;
 pub use informer::{
-    Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId, InformerStats, Store,
+    Cache, Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId, InformerStats,
     Subscription,
 };
 pub use key::QueueKey;

@@ -52,8 +52,8 @@ async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart() {
 async fn a_deposed_leaders_writes_are_fenced_and_change_nothing() {
     let election = MemoryElectionGroup::new("items");
     let store = MemoryStore::new("items");
-    let client = store.client_fenced_by(election.clone());
     let (old, new) = (election.candidate(), election.candidate());
+    let client = store.client_fenced_by(&old);
     let stale = old.campaign().await.unwrap();
     election.depose();
     let current = new.campaign().await.unwrap();
@@ -71,7 +71,7 @@ async fn a_leaders_writes_are_fenced_from_the_moment_it_is_deposed() {
     let store = MemoryStore::new("items");
     let leader = election.candidate();
     let token = leader.campaign().await.unwrap();
-    let client = store.client_fenced_by(election.clone()).fenced(token);
+    let client = store.client_fenced_by(&leader).fenced(token);
     client.create(item("a", 1)).await.unwrap();
     let revision = store.revision();
     election.depose();

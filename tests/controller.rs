@@ -207,7 +207,7 @@ impl Reconciler<Set> for Sets {
     type Error = Failed;
 
     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Failed> {
-        let cache = ctx.store::<Member>().ok_or(Failed("no member cache"))?;
+        let cache = ctx.cache::<Member>().ok_or(Failed("no member cache"))?;
         let owned = cache
             .by_index("owner", ctx.key())
             .map_err(|_| Failed("no index"))?;

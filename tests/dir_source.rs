@@ -47,7 +47,7 @@ fn write(dir: &Path, file: &str, replicas: u32) {
 /// The cache as name → replicas.
 fn cache(informer: &Informer<App>) -> HashMap<String, u32> {
     informer
-        .store()
+        .cache()
         .list()
         .iter()
         .map(|app| (app.name.clone(), app.replicas))
@@ -55,7 +55,7 @@ fn cache(informer: &Informer<App>) -> HashMap<String, u32> {
 }
 
 fn version(informer: &Informer<App>, name: &str) -> Revision {
-    informer.store().get(&name.to_owned()).unwrap().version
+    informer.cache().get(&name.to_owned()).unwrap().version
 }
 
 async fn until_cache(informer: &Informer<App>, what: &str, want: &[(&str, u32)]) {
@@ -137,7 +137,7 @@ async fn a_burst_of_a_thousand_files_all_arrive_and_all_go() {
     for name in &names {
         std::fs::remove_file(dir.path().join(format!("{name}.json"))).unwrap();
     }
-    wait_until("1000 deletions", LIMIT, || informer.store().is_empty()).await;
+    wait_until("1000 deletions", LIMIT, || informer.cache().is_empty()).await;
     running.stop().await;
 }
 

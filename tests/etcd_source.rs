@@ -50,7 +50,7 @@ async fn source_lists_watches_and_deletes() {
         cached(&running.informer) == [("a".into(), 10), ("c".into(), 3)]
     })
     .await;
-    let cached_a = running.informer.store().get(&"a".to_owned()).unwrap();
+    let cached_a = running.informer.cache().get(&"a".to_owned()).unwrap();
     let stored = kv.get(key("a"), None).await.unwrap();
     assert_eq!(
         cached_a.version.get(),

@@ -66,9 +66,11 @@ async fn leading(
 ) -> Leading {
     let store = widgets(&["a"]);
     let election = MemoryElectionGroup::new("widgets-lock");
+    let candidate = election.candidate();
+    let fenced = store.client_fenced_by(&candidate);
     let mut manager = Manager::builder()
         .without_signals()
-        .leader_election(election.candidate())
+        .leader_election(candidate)
         .build()
         .expect("valid");
     let informer = manager
@@ -77,7 +79,7 @@ async fn leading(
     let (clients, mut handed) = mpsc::unbounded_channel();
     let controller = manager
         .controller("widgets", &informer, HandsOver(clients))
-        .client(store.client_fenced_by(election.clone()));
+        .client(fenced);
     let controller = configure(controller).build().expect("valid");
     manager.add_controller(controller).expect("added");
     let run = tokio::spawn(manager.run());

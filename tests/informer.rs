@@ -127,8 +127,8 @@ async fn live_creates_updates_and_deletes_reach_the_cache_and_subscribers() {
         ]
     );
     assert_cache_matches(&informer, &store);
-    assert_eq!(informer.store().get(&key("a")).unwrap().status, 1);
-    assert!(informer.store().get(&key("b")).is_none());
+    assert_eq!(informer.cache().get(&key("a")).unwrap().status, 1);
+    assert!(informer.cache().get(&key("b")).is_none());
     running.stop().await;
 }
 
@@ -158,7 +158,7 @@ async fn bookmarks_advance_the_revision() {
     })
     .await;
     assert!(
-        informer.store().get(&key("lost")).is_none(),
+        informer.cache().get(&key("lost")).is_none(),
         "dropped events stay lost until a relist"
     );
     running.stop().await;
@@ -399,7 +399,7 @@ async fn waiting_for_a_sync_that_never_comes_fails_naming_the_source() {
     let timeout = Duration::from_secs(3);
     assert_eq!(informer.wait_synced(timeout).await, Err(expected.clone()));
     assert_eq!(
-        informer.store().wait_synced(timeout).await,
+        informer.cache().wait_synced(timeout).await,
         Err(expected.clone())
     );
     assert_eq!(
@@ -533,7 +533,7 @@ async fn repeated_watch_failures_lead_to_a_relist() {
     .await;
 
     store.client().create(Pod::new("b", "x", 1)).await.unwrap();
-    wait_until("the live change", STEP, || informer.store().len() == 2).await;
+    wait_until("the live change", STEP, || informer.cache().len() == 2).await;
     assert_eq!(informer.stats().lists, 2);
     running.stop().await;
 }
@@ -690,7 +690,7 @@ async fn a_cut_watch_resumes_from_the_last_seen_revision_without_relisting() {
             .unwrap();
     }
     wait_until("every change", Duration::from_secs(120), || {
-        informer.store().len() == 8
+        informer.cache().len() == 8
     })
     .await;
     assert_cache_matches(&informer, &store);
@@ -757,13 +757,13 @@ async fn the_transform_runs_before_caching() {
         .unwrap();
     let running = Running::start(&informer);
     synced_and_watching(&informer, &store, 1).await;
-    assert_eq!(informer.store().get(&key("a")).unwrap().status, 0);
+    assert_eq!(informer.cache().get(&key("a")).unwrap().status, 0);
 
     let mut pod = store.get(&key("a")).unwrap();
     pod.status = 43;
     store.client().update(pod).await.unwrap();
     wait_until("the update", STEP, || informer.stats().events_applied == 1).await;
-    let cached = informer.store().get(&key("a")).unwrap();
+    let cached = informer.cache().get(&key("a")).unwrap();
     assert_eq!((cached.status, cached.version), (0, Revision::new(2)));
     running.stop().await;
 }
@@ -792,7 +792,7 @@ async fn indexes_follow_creates_updates_and_deletes() {
         .unwrap();
     let running = Running::start(&informer);
     synced_and_watching(&informer, &store, 1).await;
-    let cache = informer.store();
+    let cache = informer.cache();
     let names = |owner: &str| {
         let mut names: Vec<String> = cache
             .by_index("by_owner", owner)
@@ -1025,7 +1025,7 @@ async fn chaos(
 }
 
 fn index_is_consistent(informer: &Informer<Pod>) {
-    let cache = informer.store();
+    let cache = informer.cache();
     let mut expected: HashMap<String, Vec<String>> = HashMap::new();
     for pod in cache.list() {
         expected
@@ -1178,7 +1178,7 @@ mod state_machine {
     }
 
     fn check_indexes(informer: &Informer<Pod>) -> Result<(), TestCaseError> {
-        let cache = informer.store();
+        let cache = informer.cache();
         for owner in 0..3 {
             let owner = format!("o{owner}");
             let mut indexed: Vec<String> = cache
@@ -1317,7 +1317,7 @@ fn handles_are_cheap_to_share_across_tasks() {
     fn shareable<T: Clone + Send + Sync + 'static>() {}
     fn sendable<T: Send + Sync + 'static>() {}
     shareable::<Informer<Pod>>();
-    shareable::<tend::Store<Pod>>();
+    shareable::<tend::Cache<Pod>>();
     shareable::<MemoryStore<Pod>>();
     sendable::<tend::Subscription<Pod>>();
     sendable::<tend::Event<Pod>>();

@@ -256,6 +256,7 @@ async fn server_side_apply_merges_by_field_manager_and_only_on_kubernetes() {
 }
 
 /// A fencing authority that says no token is current.
+#[derive(Clone)]
 struct Deposed;
 
 impl Fencing for Deposed {
@@ -268,7 +269,7 @@ impl Fencing for Deposed {
 async fn a_stale_token_writes_nothing_and_a_token_needs_an_authority() {
     let (client, ns) = fresh("client-fencing").await;
     let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
-    let fenced = source.client_fenced_by(Deposed).fenced(7);
+    let fenced = source.client_fenced_by(&Deposed).fenced(7);
     let error = fenced
         .create(config_map(&ns, "late", &[]))
         .await

@@ -25,9 +25,9 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tend::ObjectKey;
-use tend::client::{Client, ClientError};
+use tend::client::{Client, ClientError, Fences};
 use tend::election::{ElectionConfig, LeaderElector};
-use tend::kube::{KubeSource, LeaseElection, LeaseElectionBuildError};
+use tend::kube::{ElectionBuildError, KubeElection, KubeSource};
 use tend::testing::Proxy;
 use tend::testing::kube::ControlPlane;
 use tokio::task::JoinSet;
@@ -70,8 +70,8 @@ async fn setup(prefix: &str) -> (kube::Client, String) {
     (client, namespace)
 }
 
-fn candidate(client: kube::Client, namespace: &str, identity: &str) -> LeaseElection {
-    LeaseElection::builder(client, namespace, LEASE)
+fn candidate(client: kube::Client, namespace: &str, identity: &str) -> KubeElection {
+    KubeElection::builder(client, namespace, LEASE)
         .identity(identity)
         .config(fast())
         .build()
@@ -87,7 +87,7 @@ async fn lease(client: &kube::Client, namespace: &str) -> Lease {
 
 /// Campaigns every candidate in a task of its own; each returns its index
 /// and token once elected.
-fn campaign_all(candidates: &[LeaseElection]) -> JoinSet<(usize, u64)> {
+fn campaign_all(candidates: &[KubeElection]) -> JoinSet<(usize, u64)> {
     let mut tasks = JoinSet::new();
     for (index, candidate) in candidates.iter().enumerate() {
         let candidate = candidate.clone();
@@ -154,28 +154,28 @@ fn names_the_api_server_would_refuse_are_refused_when_building() {
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let build = |namespace: &str, name: &str, identity: &str| {
-        LeaseElection::builder(client.clone(), namespace, name)
+        KubeElection::builder(client.clone(), namespace, name)
             .identity(identity)
             .build()
             .map(drop)
     };
     assert!(matches!(
         build("default", "My_Lease", "a"),
-        Err(LeaseElectionBuildError::InvalidName { .. })
+        Err(ElectionBuildError::InvalidName { .. })
     ));
     assert!(matches!(
         build("kube.system", "lease", "a"),
-        Err(LeaseElectionBuildError::InvalidNamespace { .. })
+        Err(ElectionBuildError::InvalidNamespace { .. })
     ));
     assert_eq!(
         build("default", "lease", ""),
-        Err(LeaseElectionBuildError::EmptyIdentity)
+        Err(ElectionBuildError::EmptyIdentity)
     );
     assert_eq!(build("default", "my-operator.example.com", "a"), Ok(()));
-    let defaulted = LeaseElection::builder(client.clone(), "default", "lease")
+    let defaulted = KubeElection::builder(client.clone(), "default", "lease")
         .build()
         .unwrap();
-    let other = LeaseElection::builder(client, "default", "lease")
+    let other = KubeElection::builder(client, "default", "lease")
         .build()
         .unwrap();
     assert_ne!(
@@ -327,8 +327,7 @@ async fn a_stalled_leader_stops_acting_at_its_local_deadline_before_anyone_else_
     let (proxy, url) = proxy().await;
     let stalled = client_for(plane().await.kubeconfig(), Some(&url)).await;
     let a = candidate(stalled.clone(), &namespace, "a");
-    let a_writes =
-        KubeSource::<ConfigMap>::namespaced(stalled, &namespace).client_fenced_by(a.fencing());
+    let a_writes = KubeSource::<ConfigMap>::namespaced(stalled, &namespace).client_fenced_by(&a);
     let token = within("a to win", LIMIT, a.campaign()).await.unwrap();
     let written = act(&a_writes.fenced(token), &key, "a")
         .await
@@ -363,8 +362,7 @@ async fn a_stalled_leader_stops_acting_at_its_local_deadline_before_anyone_else_
     assert!(a_stopped < b_won, "the stalled leader stopped before b won");
     assert!(a_stopped - cut <= fast().renew_deadline() + Duration::from_millis(300));
     assert!(b_token > token);
-    let b_writes =
-        KubeSource::<ConfigMap>::namespaced(client, &namespace).client_fenced_by(b.fencing());
+    let b_writes = KubeSource::<ConfigMap>::namespaced(client, &namespace).client_fenced_by(&b);
     act(&b_writes.fenced(b_token), &key, "b")
         .await
         .expect("the new leader writes");
@@ -430,8 +428,8 @@ fn replica_process() {
         let client = client_for(file, server.as_deref()).await;
         let pid = std::process::id();
         let election = candidate(client.clone(), &namespace, &format!("pid-{pid}"));
-        let writes = KubeSource::<ConfigMap>::namespaced(client, &namespace)
-            .client_fenced_by(election.fencing());
+        let writes =
+            KubeSource::<ConfigMap>::namespaced(client, &namespace).client_fenced_by(&election);
         let mut map = ConfigMap::default();
         map.metadata.name = Some(format!("acted-{pid}"));
         map.metadata.namespace = Some(namespace.clone());
@@ -629,7 +627,7 @@ impl tend::controller::Reconciler<ConfigMap> for Counting {
 fn replica(
     client: kube::Client,
     namespace: &str,
-    election: LeaseElection,
+    election: KubeElection,
 ) -> (
     tend::manager::Manager,
     std::sync::Arc<std::sync::atomic::AtomicUsize>,

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Resource};
-use tend::kube::{Event, EventError, EventType, Recorder, Reporter};
+use tend::kube::{EventError, EventType, Occurrence, Recorder, Reporter};
 use tend::testing::kube::ControlPlane;
 
 use wait::within;
@@ -60,8 +60,8 @@ fn recorder(client: &kube::Client) -> Recorder {
     Recorder::new(client.clone(), reporter)
 }
 
-fn event(note: &str) -> Event {
-    Event {
+fn event(note: &str) -> Occurrence {
+    Occurrence {
         type_: EventType::Normal,
         reason: "Reconciled".to_owned(),
         note: Some(note.to_owned()),
@@ -70,7 +70,7 @@ fn event(note: &str) -> Event {
     }
 }
 
-async fn publish(recorder: &Recorder, regarding: &ObjectReference, event: &Event) {
+async fn publish(recorder: &Recorder, regarding: &ObjectReference, event: &Occurrence) {
     within("a publish", LIMIT, recorder.publish(regarding, event))
         .await
         .expect("the event is published");
@@ -97,7 +97,7 @@ async fn a_published_event_is_stored_with_its_fields_and_no_series() {
         api_version: Some("v1".to_owned()),
         ..ObjectReference::default()
     };
-    let warning = Event {
+    let warning = Occurrence {
         type_: EventType::Warning,
         secondary: Some(secondary.clone()),
         ..event("the settings are stale")
@@ -156,7 +156,7 @@ async fn different_notes_reasons_or_objects_are_separate_events() {
     let recorder = recorder(&client);
     publish(&recorder, &regarding, &event("first")).await;
     publish(&recorder, &regarding, &event("second")).await;
-    let other_reason = Event {
+    let other_reason = Occurrence {
         reason: "Drifted".to_owned(),
         ..event("first")
     };
@@ -238,7 +238,7 @@ async fn events_about_a_cluster_scoped_object_go_to_default() {
 #[tokio::test]
 async fn bad_fields_are_refused_before_sending_and_bad_reporters_by_the_server() {
     let (client, _, regarding) = setup("refused").await;
-    let nameless = Event {
+    let nameless = Occurrence {
         reason: String::new(),
         ..event("x")
     };

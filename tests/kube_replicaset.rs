@@ -63,10 +63,10 @@ async fn the_replicaset_controller_converges_under_chaos_deletes() {
     while chaos < 15 {
         let all = pod_source.list().await.expect("listed").objects;
         let live: Vec<_> = all.iter().filter(|p| p.deletion().is_none()).collect();
-        if let Some(victim) = live.get(fastrand::usize(..live.len().max(1))) {
-            if pod_client.delete(&victim.key()).await.is_ok() {
-                chaos += 1;
-            }
+        if let Some(victim) = live.get(fastrand::usize(..live.len().max(1)))
+            && pod_client.delete(&victim.key()).await.is_ok()
+        {
+            chaos += 1;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

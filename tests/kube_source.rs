@@ -215,7 +215,7 @@ async fn an_informer_follows_the_api_server() {
         .expect("created");
     let informer = Informer::builder(source).build().expect("valid");
     let running = Running::start(&informer);
-    let store = informer.store();
+    let store = informer.cache();
     wait_until("the initial list", LIMIT, || store.len() == 1).await;
     let second = maps
         .create(config_map(&ns, "second", &[]))
@@ -245,7 +245,7 @@ async fn an_informer_resumes_after_the_api_server_restarts() {
     let maps = source.client();
     let informer = Informer::builder(source).build().expect("valid");
     let running = Running::start(&informer);
-    let store = informer.store();
+    let store = informer.cache();
     maps.create(config_map("default", "before", &[]))
         .await
         .expect("created");
@@ -290,7 +290,7 @@ async fn an_informer_whose_watch_expired_while_cut_off_relists_and_drops_what_wa
         .build()
         .expect("valid");
     let running = Running::start(&informer);
-    let store = informer.store();
+    let store = informer.cache();
     wait_until("the initial list", LIMIT, || store.len() == 3).await;
     plane.kill_apiserver();
     within("the API server", LIMIT, plane.start_apiserver())

@@ -389,10 +389,12 @@ async fn placements_the_manager_cannot_honour_are_refused_when_registered() {
 async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     let store = store_of(1);
     let election = MemoryElectionGroup::new("lock");
+    let candidate = election.candidate();
+    let fenced_client = store.client_fenced_by(&candidate);
     let group = MemoryMembershipGroup::new("widgets", ShardCount::new(4).expect("valid"));
     let mut manager = Manager::builder()
         .without_signals()
-        .leader_election(election.candidate())
+        .leader_election(candidate)
         .sharding(group.member("r0"), group.shard_count())
         .build()
         .expect("valid");
@@ -432,7 +434,7 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
                 log: Log::default(),
             },
         )
-        .client(store.client_fenced_by(election))
+        .client(fenced_client)
         .build()
         .expect("valid");
     manager

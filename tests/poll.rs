@@ -74,10 +74,10 @@ async fn appearing_changing_and_vanishing_objects_are_detected() {
     within("sync", STEP, informer.wait_synced(STEP))
         .await
         .unwrap();
-    assert_eq!(informer.store().len(), 3);
+    assert_eq!(informer.cache().len(), 3);
     let initial_versions: Vec<u64> = {
         let mut versions: Vec<u64> = informer
-            .store()
+            .cache()
             .list()
             .iter()
             .map(|pod| pod.version.get())
@@ -118,8 +118,8 @@ async fn appearing_changing_and_vanishing_objects_are_detected() {
         seen.iter()
             .any(|event| matches!(event, Seen::Deleted(key, _) if key == "a"))
     );
-    assert_eq!(informer.store().get(&"b".to_string()).unwrap().status, 9);
-    assert!(informer.store().get(&"a".to_string()).is_none());
+    assert_eq!(informer.cache().get(&"b".to_string()).unwrap().status, 9);
+    assert!(informer.cache().get(&"a".to_string()).is_none());
 
     // Nothing changed: the next poll produces nothing.
     tokio::time::sleep(INTERVAL.mul_f64(1.2)).await;
@@ -143,7 +143,7 @@ async fn errors_back_off_exponentially_and_recover() {
         "b after recovery",
         Duration::from_secs(600),
         support::wait_until("b appears", Duration::from_secs(600), || {
-            informer.store().len() == 2
+            informer.cache().len() == 2
         }),
     )
     .await;
@@ -257,6 +257,6 @@ async fn an_interval_too_long_to_jitter_does_not_panic() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(3600)).await;
-    assert_eq!(informer.store().len(), 1);
+    assert_eq!(informer.cache().len(), 1);
     running.stop().await;
 }

@@ -113,7 +113,7 @@ async fn settle_caught_up<O: tend::Object>(
         let mut caught_up = true;
         for (store, informer) in caches {
             let written = store.client().list().await.expect("listed").revision;
-            caught_up &= informer.store().revision() >= written;
+            caught_up &= informer.cache().revision() >= written;
         }
         if caught_up {
             harness.settle(LIMIT).await.expect("settled");
@@ -175,7 +175,7 @@ impl Reconciler<Set> for Arc<Replicas> {
 
     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, ClientError> {
         let (Some(set), Some(pods), Some(cache)) =
-            (ctx.object(), ctx.client::<Pod>(), ctx.store::<Pod>())
+            (ctx.object(), ctx.client::<Pod>(), ctx.cache::<Pod>())
         else {
             return Ok(Action::Done);
         };

@@ -134,9 +134,11 @@ fn sharded_with<R: Reconciler<Item>>(
     handover: Duration,
     (controller, reconciler): (&str, R),
 ) -> Manager {
+    let member = group.member(name);
+    let fenced = store.client_fenced_by(&member);
     let mut manager = Manager::builder()
         .without_signals()
-        .sharding(group.member(name), group.shard_count())
+        .sharding(member, group.shard_count())
         .shard_handover_timeout(handover)
         .build()
         .expect("valid");
@@ -145,7 +147,7 @@ fn sharded_with<R: Reconciler<Item>>(
         .expect("registered");
     let controller = manager
         .controller(controller, &informer, reconciler)
-        .client(store.client_fenced_by(group.clone()))
+        .client(fenced)
         .build()
         .expect("valid");
     manager.add_sharded_controller(controller).expect("added");
@@ -265,7 +267,9 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
 
     // Its tokens are stale: a write with one is refused and changes nothing.
     let stale = *r1_tokens.first().expect("r1 reconciled");
-    let fenced: Client<Item> = store.client_fenced_by(group.clone()).fenced(stale);
+    let fenced: Client<Item> = store
+        .client_fenced_by(&group.member("checker"))
+        .fenced(stale);
     let before = store.get(&"item-0".to_owned()).expect("exists");
     let refused = fenced
         .update(Item {
@@ -355,10 +359,12 @@ async fn serving(
     group: &MemoryMembershipGroup,
     store: &MemoryStore<Item>,
 ) -> (Replica, std::net::SocketAddr) {
+    let member = group.member("r0");
+    let fenced = store.client_fenced_by(&member);
     let mut manager = Manager::builder()
         .without_signals()
         .http_address("127.0.0.1:0".parse().expect("an address"))
-        .sharding(group.member("r0"), group.shard_count())
+        .sharding(member, group.shard_count())
         .build()
         .expect("valid");
     let address = manager.http_address().expect("bound");
@@ -372,7 +378,7 @@ async fn serving(
     };
     let controller = manager
         .controller("stamp", &informer, stamp)
-        .client(store.client_fenced_by(group.clone()))
+        .client(fenced)
         .build()
         .expect("valid");
     manager.add_sharded_controller(controller).expect("added");

@@ -31,7 +31,7 @@ impl Reconciler<Widget> for Tagged {
     type Error = Infallible;
 
     async fn reconcile(&self, ctx: Context<Widget>) -> Result<Action, Infallible> {
-        let parts = match ctx.store::<Part>() {
+        let parts = match ctx.cache::<Part>() {
             Some(parts) => format!("parts {}", parts.len()),
             None => "no parts".to_owned(),
         };

@@ -98,8 +98,8 @@ impl Reconciler<Deployment> for Deployments {
         let Some(deployment) = ctx.object() else {
             return Ok(Action::Done); // deleting a deployment is not shown here
         };
-        let sets = ctx.store::<ReplicaSet>().expect("owns replica sets");
-        let pods = ctx.store::<Pod>().expect("watches pods");
+        let sets = ctx.cache::<ReplicaSet>().expect("owns replica sets");
+        let pods = ctx.cache::<Pod>().expect("watches pods");
         let pods = pods.by_index("app", ctx.key()).unwrap_or_default();
         let mut observed: Vec<Observed> = sets
             .by_index("app", ctx.key())

@@ -102,7 +102,7 @@ impl Reconciler<ReplicaSet> for ReplicaSets {
     type Error = ClientError;
 
     async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, ClientError> {
-        let cache = ctx.store::<Pod>().expect("the controller owns pods");
+        let cache = ctx.cache::<Pod>().expect("the controller owns pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
         let ready = owned.iter().filter(|p| p.ready).count();

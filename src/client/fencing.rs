@@ -1,13 +1,14 @@
-//! `Fencing`: the authority that says whether a fencing token is current.
+//! `Fencing`: the authority that says whether a fencing token is current;
+//! `Fences`: what a backend's `client_fenced_by` takes, by reference.
 
 /// Says whether a fencing token is the current leader's (or owner's).
 ///
 /// A backend that checks fencing in-process (the memory backend, see
 /// [`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
 /// asks it on every fenced write, under its own lock and atomically with
-/// the write. [`MemoryElectionGroup`](crate::memory::MemoryElectionGroup)
-/// implements it, so a memory backend follows an in-process election; a
-/// test can also implement it over a counter it controls.
+/// the write. A backend's candidates and members hand theirs out through
+/// [`Fences`]; a test can also implement it over a counter it controls
+/// (every `Fencing + Clone` is [`Fences`]).
 ///
 /// `is_current` runs under the backend's lock: keep it quick, and never
 /// write to the same backend from it.
@@ -41,5 +42,27 @@ pub trait Fencing: Send + Sync + 'static {
 impl<F: Fencing + ?Sized> Fencing for std::sync::Arc<F> {
     fn is_current(&self, token: u64) -> bool {
         (**self).is_current(token)
+    }
+}
+
+/// What a fenced client checks its writes' tokens against, passed to a
+/// backend's `client_fenced_by` by reference: an election's candidate
+/// ([`MemoryElection`](crate::memory::MemoryElection), `tend::kube::KubeElection`)
+/// or a membership's member ([`MemoryMembership`](crate::memory::MemoryMembership)),
+/// or any [`Fencing`] that is `Clone`. (etcd checks the token in etcd
+/// itself: its `client_fenced_by` takes `&EtcdElection` or
+/// `&EtcdMembership` the same way.)
+///
+/// The check it hands out does not keep the candidacy alive: a dropped
+/// candidate resigns, and its tokens stop being current, whatever clients
+/// still hold its check.
+pub trait Fences {
+    /// The check, detached from the candidate or member.
+    fn fencing(&self) -> std::sync::Arc<dyn Fencing>;
+}
+
+impl<F: Fencing + Clone> Fences for F {
+    fn fencing(&self) -> std::sync::Arc<dyn Fencing> {
+        std::sync::Arc::new(self.clone())
     }
 }

@@ -16,8 +16,8 @@ use crate::object::{Deletion, Object};
 /// What a backend does with an update, after [`updated`].
 #[derive(Debug)]
 pub(crate) enum Update<O> {
-    /// Store the object.
-    Store(O),
+    /// Cache the object.
+    Cache(O),
     /// The update removed the last finalizer of an object being deleted:
     /// remove it (this is its last state).
     Remove(O),
@@ -49,12 +49,12 @@ pub(crate) fn created<O: Object>(object: &mut O) {
 /// object.
 pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, ClientError> {
     if next.finalizer_names().is_none() {
-        return Ok(Update::Store(next));
+        return Ok(Update::Cache(next));
     }
     let deletion = stored.deletion();
     next.set_deletion(deletion);
     if deletion.is_none() {
-        return Ok(Update::Store(next));
+        return Ok(Update::Cache(next));
     }
     let old = stored.finalizer_names().unwrap_or_default();
     let new = next.finalizer_names().unwrap_or_default();
@@ -66,7 +66,7 @@ pub(crate) fn updated<O: Object>(stored: &O, mut next: O) -> Result<Update<O>, C
     if new.is_empty() {
         return Ok(Update::Remove(next));
     }
-    Ok(Update::Store(next))
+    Ok(Update::Cache(next))
 }
 
 /// Keeps `stored`'s deletion mark on `next` (an unconditional write, which
@@ -101,7 +101,7 @@ struct NoFinalizers;
 
 impl<O: Object + PartialEq> Client<O> {
     /// Adds the finalizer `name` to the object under `key` unless it has
-    /// it (then [`Outcome::Unchanged`](super::Outcome::Unchanged), nothing
+    /// it (then [`Effect::Unchanged`](super::Effect::Unchanged), nothing
     /// written); retries on conflict as [`modify`](Self::modify).
     ///
     /// # Errors
@@ -116,10 +116,10 @@ impl<O: Object + PartialEq> Client<O> {
     pub async fn add_finalizer(&self, key: &O::Key, name: &str) -> Result<Written<O>, ClientError> {
         let written = self
             .modify(key, |object| {
-                if let Some(finalizers) = object.finalizer_names_mut() {
-                    if !finalizers.iter().any(|f| f == name) {
-                        finalizers.push(name.to_owned());
-                    }
+                if let Some(finalizers) = object.finalizer_names_mut()
+                    && !finalizers.iter().any(|f| f == name)
+                {
+                    finalizers.push(name.to_owned());
                 }
             })
             .await?;

@@ -12,7 +12,7 @@ use crate::object::Object;
 
 /// What [`Client::modify`] or [`Client::create_or_update`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum Effect {
     /// The object did not exist and was created.
     Created,
     /// The object existed, the change altered it, and it was written.
@@ -28,7 +28,7 @@ pub struct Written<O> {
     /// The object as stored now (with its version).
     pub object: O,
     /// What was done.
-    pub outcome: Outcome,
+    pub effect: Effect,
 }
 
 impl<O: Object + PartialEq> Client<O> {
@@ -41,7 +41,7 @@ impl<O: Object + PartialEq> Client<O> {
     /// each time on a fresh read; it must not change the key (refused as
     /// [`ClientError::Invalid`]) and cannot change the version.
     ///
-    /// Reports [`Outcome::Updated`], or [`Outcome::Unchanged`] when the
+    /// Reports [`Effect::Updated`], or [`Effect::Unchanged`] when the
     /// changed object equals the one read (nothing written).
     ///
     /// # Errors
@@ -81,8 +81,8 @@ impl<O: Object + PartialEq> Client<O> {
     /// [`conflict_attempts`](Self::conflict_attempts) times in all. `mutate`
     /// must not change the key (refused as [`ClientError::Invalid`]).
     ///
-    /// Reports [`Outcome::Created`], [`Outcome::Updated`] or
-    /// [`Outcome::Unchanged`] (nothing written).
+    /// Reports [`Effect::Created`], [`Effect::Updated`] or
+    /// [`Effect::Unchanged`] (nothing written).
     ///
     /// # Errors
     ///
@@ -125,13 +125,13 @@ impl<O: Object + PartialEq> Client<O> {
         if next == current {
             return Ok(Written {
                 object: current,
-                outcome: Outcome::Unchanged,
+                effect: Effect::Unchanged,
             });
         }
         let object = self.update(next).await?;
         Ok(Written {
             object,
-            outcome: Outcome::Updated,
+            effect: Effect::Updated,
         })
     }
 
@@ -147,7 +147,7 @@ impl<O: Object + PartialEq> Client<O> {
         let object = self.create(next).await?;
         Ok(Written {
             object,
-            outcome: Outcome::Created,
+            effect: Effect::Created,
         })
     }
 

@@ -9,7 +9,7 @@
 //! [`delete`](Client::delete) / [`delete_at`](Client::delete_at). On top
 //! of them, [`modify`](Client::modify) (re-read and retry on conflict) and
 //! [`create_or_update`](Client::create_or_update) report what they did as
-//! an [`Outcome`].
+//! an [`Effect`].
 //!
 //! Code written against a `Client` runs unchanged on the memory backend
 //! ([`MemoryStore::client`](crate::memory::MemoryStore::client)) and on etcd
@@ -52,9 +52,9 @@ use std::sync::Arc;
 
 pub use self::backend::{Backend, KeyOf};
 pub use self::error::ClientError;
-pub use self::fencing::Fencing;
+pub use self::fencing::{Fences, Fencing};
 pub(crate) use self::finalizers::{Delete, Update, created, deleted, keep_mark, updated};
-pub use self::helpers::{Outcome, Written};
+pub use self::helpers::{Effect, Written};
 use crate::object::{Object, Revision};
 use crate::source::Snapshot;
 
@@ -76,7 +76,7 @@ pub const DEFAULT_CONFLICT_ATTEMPTS: NonZeroU32 = NonZeroU32::new(5).unwrap();
 /// `EtcdSource::client()` in place of [`MemoryStore::client`](crate::memory::MemoryStore::client):
 ///
 /// ```
-/// use tend::client::{Client, ClientError, Outcome};
+/// use tend::client::{Client, ClientError, Effect};
 /// use tend::memory::MemoryStore;
 /// use tend::Revision;
 ///
@@ -98,7 +98,7 @@ pub const DEFAULT_CONFLICT_ATTEMPTS: NonZeroU32 = NonZeroU32::new(5).unwrap();
 ///
 /// // `modify` reads, applies the change and retries on conflict.
 /// let off = lights.modify(&"hall".to_owned(), |light| light.on = false).await?;
-/// assert_eq!(off.outcome, Outcome::Updated);
+/// assert_eq!(off.effect, Effect::Updated);
 /// assert!(!lights.get(&"hall".to_owned()).await?.unwrap().on);
 /// # Ok(()) }
 /// ```

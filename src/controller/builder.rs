@@ -48,7 +48,7 @@ use crate::rate_limit::RateLimiter;
 /// impl Reconciler<Set> for Sets {
 ///     type Error = Infallible;
 ///     async fn reconcile(&self, ctx: Context<Set>) -> Result<Action, Infallible> {
-///         let pods = ctx.store::<Pod>().expect("the controller owns pods");
+///         let pods = ctx.cache::<Pod>().expect("the controller owns pods");
 ///         let _owned = pods.by_index("owner", ctx.key()).unwrap_or_default();
 ///         Ok(Action::Done)
 ///     }

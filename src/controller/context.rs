@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::Triggers;
 use super::scope::{Record, Scope};
 use crate::client::{Client, WriteHook};
-use crate::informer::Store;
+use crate::informer::Cache;
 use crate::object::{Object, Revision};
 
 /// Everything a reconcile of one key gets.
@@ -106,7 +106,7 @@ impl<O: Object> Context<O> {
     /// none, or only through an [optional](super::Watch::optional) source
     /// that has not synced yet. With several sources of one type, the first
     /// registered.
-    pub fn store<P: Object>(&self) -> Option<Store<P>> {
+    pub fn cache<P: Object>(&self) -> Option<Cache<P>> {
         self.caches.get::<P>()
     }
 
@@ -205,7 +205,7 @@ pub(crate) struct Caches {
 }
 
 impl Caches {
-    pub(crate) fn push<P: Object>(&mut self, store: Store<P>, optional: bool) {
+    pub(crate) fn push<P: Object>(&mut self, store: Cache<P>, optional: bool) {
         self.revisions.push(store.revisions());
         self.stores.push(Arc::new(store));
         self.optional.push(optional);
@@ -215,16 +215,16 @@ impl Caches {
         self.clients = clients;
     }
 
-    fn get<P: Object>(&self) -> Option<Store<P>> {
+    fn get<P: Object>(&self) -> Option<Cache<P>> {
         let at = self.position::<P>()?;
-        let store = self.stores.get(at)?.downcast_ref::<Store<P>>()?;
+        let store = self.stores.get(at)?.downcast_ref::<Cache<P>>()?;
         let usable = !self.optional.get(at).copied().unwrap_or(false) || store.is_synced();
         usable.then(|| store.clone())
     }
 
     /// Where the first cache of `P` is.
     fn position<P: Object>(&self) -> Option<usize> {
-        self.stores.iter().position(|s| s.is::<Store<P>>())
+        self.stores.iter().position(|s| s.is::<Cache<P>>())
     }
 
     fn client<P: Object>(&self) -> Option<Client<P>> {

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Trigger;
 use super::sink::Enqueue;
-use crate::informer::Store;
+use crate::informer::Cache;
 use crate::object::Object;
 
 /// How many keys a trigger adds under one lock, so workers are not locked
@@ -30,7 +30,7 @@ impl<K: crate::QueueKey> External<K> {
     pub(super) async fn feed<O: Object<Key = K>>(
         self,
         sink: Enqueue<K>,
-        store: Store<O>,
+        store: Cache<O>,
         stop: CancellationToken,
     ) {
         match self {
@@ -58,7 +58,7 @@ impl<K: crate::QueueKey> External<K> {
 /// Queues every cached primary key (sharded: of the owned shards) at the
 /// background priority, in runs. The keys are the cache's: `Object::key`
 /// (user code) is not called.
-pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Store<O>, trigger: Trigger) {
+pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Cache<O>, trigger: Trigger) {
     enqueue_where(sink, store, trigger, |key| sink.wants(key));
 }
 
@@ -66,7 +66,7 @@ pub(super) fn enqueue_all<O: Object>(sink: &Enqueue<O::Key>, store: &Store<O>, t
 /// queue's lock) at the background priority, in runs.
 pub(super) fn enqueue_where<O: Object>(
     sink: &Enqueue<O::Key>,
-    store: &Store<O>,
+    store: &Cache<O>,
     trigger: Trigger,
     keep: impl Fn(&O::Key) -> bool,
 ) {

@@ -15,14 +15,14 @@ use super::external;
 use super::last_states::LastStates;
 use super::ownership::Ownership;
 use super::sink::Enqueue;
-use crate::informer::Store;
+use crate::informer::Cache;
 use crate::object::Object;
 use crate::shard::Shard;
 
 /// What a sharded controller's feed reads and writes.
 pub(super) struct Feed<O: Object> {
     pub(super) sink: Enqueue<O::Key>,
-    pub(super) store: Store<O>,
+    pub(super) store: Cache<O>,
     pub(super) departed: Arc<Departed<O>>,
     pub(super) last_states: Arc<LastStates<O>>,
     /// The ownership's announcements of slots gained, subscribed before

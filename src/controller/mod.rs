@@ -69,7 +69,7 @@ use self::departed::Departed;
 use self::feed::Feed;
 use self::gate::Gate;
 use self::last_states::LastStates;
-pub(crate) use self::ownership::{LoseAllOnDrop, Owned};
+pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
 use self::sink::Enqueue;
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
@@ -345,7 +345,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
                 .zip(env.ownership.clone())
                 .map(|((gains, departed), ownership)| Feed {
                     sink: sink.clone(),
-                    store: self.inputs.primary.informer().store(),
+                    store: self.inputs.primary.informer().cache(),
                     departed,
                     last_states: Arc::clone(&self.last_states),
                     gains,
@@ -376,7 +376,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         let grace = env
             .max_grace
             .map_or(config.shutdown_grace, |max| config.shutdown_grace.min(max));
-        let store = inputs.primary.informer().store();
+        let store = inputs.primary.informer().cache();
         let worker = Arc::new(Worker {
             name,
             store: store.clone(),
@@ -446,7 +446,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         departed: Option<Arc<Departed<O>>>,
     ) -> (Caches, Vec<Box<dyn Synced>>) {
         let mut caches = Caches::default();
-        caches.push(self.inputs.primary.informer().store(), false);
+        caches.push(self.inputs.primary.informer().cache(), false);
         caches.set_clients(self.config.clients.clone());
         let deletions = Deletions {
             last_states: Arc::clone(&self.last_states),

@@ -2,7 +2,7 @@
 //! controller and whoever decides where it runs (a leader election, a
 //! shard membership, or nobody).
 //!
-//! An [`Ownership`] maps each key to a slot of an [`Owned`] table (a shard,
+//! An [`Ownership`] maps each key to a slot of an [`Slots`] table (a shard,
 //! or the single slot of a leadership). A slot is owned with a fencing
 //! token, or not owned; a reconcile of a key starts only while its slot is
 //! owned, and runs under the slot's token. What happens to a key whose
@@ -14,13 +14,13 @@
 //! # Invariants
 //!
 //! - A reconcile of a key starts only while the replica owns the key's
-//!   slot, and runs under the slot's token ([`Owned::claim`] checks the
+//!   slot, and runs under the slot's token ([`Slots::claim`] checks the
 //!   owner and counts the reconcile under the slot's lock).
-//! - [`Owned::lose`] clears the owner under that lock: no reconcile of the
-//!   slot starts after it, and [`Owned::drained`] resolves once the ones
+//! - [`Slots::lose`] clears the owner under that lock: no reconcile of the
+//!   slot starts after it, and [`Slots::drained`] resolves once the ones
 //!   counted before it have ended. Only then is the slot released.
-//! - Each ownership (a [`Owned::gain`] of a slot not owned) has its own
-//!   cancel token, the one the [`Owned::lose`] ending it returns: a
+//! - Each ownership (a [`Slots::gain`] of a slot not owned) has its own
+//!   cancel token, the one the [`Slots::lose`] ending it returns: a
 //!   handover's cancel reaches only the reconciles of the ownership it
 //!   ended, never those of a later one.
 //!
@@ -46,7 +46,7 @@ const GAINS: usize = 64;
 
 /// The replica's slots: for each, its token while owned and the
 /// reconciles of its keys running now (across every controller).
-pub(crate) struct Owned {
+pub(crate) struct Slots {
     count: ShardCount,
     slots: Box<[Slot]>,
     /// How many slots are owned: leader-only workers wait for one.
@@ -72,7 +72,7 @@ struct SlotState {
     cancel: CancellationToken,
 }
 
-impl Owned {
+impl Slots {
     /// `count` slots, none owned.
     pub(crate) fn new(count: ShardCount) -> Self {
         let slots = count.shards().map(|_| Slot::default()).collect();
@@ -220,7 +220,7 @@ impl Owned {
 
 /// Loses every slot at once when dropped: held by whoever gains slots, so
 /// that its future dropped leaves nothing owned.
-pub(crate) struct LoseAllOnDrop(pub(crate) Arc<Owned>);
+pub(crate) struct LoseAllOnDrop(pub(crate) Arc<Slots>);
 
 impl Drop for LoseAllOnDrop {
     fn drop(&mut self) {
@@ -230,7 +230,7 @@ impl Drop for LoseAllOnDrop {
 
 /// One running reconcile of an owned slot's key; ends it when dropped.
 pub(crate) struct Claim {
-    owned: Arc<Owned>,
+    owned: Arc<Slots>,
     shard: Shard,
     /// The slot's fencing token.
     pub(crate) token: u64,
@@ -263,7 +263,7 @@ pub(crate) enum Claimed {
 /// [`Leadership::ownership`](crate::placement::Leadership::ownership)
 /// (every key, while this replica leads).
 pub struct Ownership<K> {
-    owned: Arc<Owned>,
+    owned: Arc<Slots>,
     slot_of: fn(ShardCount, &K) -> Shard,
     mode: Mode,
 }
@@ -299,7 +299,7 @@ impl<K> fmt::Debug for Ownership<K> {
 
 impl<K: ShardKey> Ownership<K> {
     /// The keys of `owned`'s shards that are owned; the others are skipped.
-    pub(crate) fn sharded(owned: Arc<Owned>) -> Self {
+    pub(crate) fn sharded(owned: Arc<Slots>) -> Self {
         Self {
             owned,
             slot_of: shard_of::<K>,
@@ -310,7 +310,7 @@ impl<K: ShardKey> Ownership<K> {
 
 impl<K> Ownership<K> {
     /// Every key while `owned`'s single slot is owned; kept queued otherwise.
-    pub(crate) fn leader(owned: Arc<Owned>) -> Self {
+    pub(crate) fn leader(owned: Arc<Slots>) -> Self {
         Self {
             owned,
             slot_of: first_slot::<K>,
@@ -474,7 +474,7 @@ mod tests {
     /// The table under test, a model of it, the claims taken and the
     /// waiters for a drain.
     struct Run<'a> {
-        owned: &'a Arc<Owned>,
+        owned: &'a Arc<Slots>,
         /// A shard count covering the ops' extra shards.
         wide: ShardCount,
         model: Vec<ModelShard>,
@@ -485,7 +485,7 @@ mod tests {
     }
 
     impl<'a> Run<'a> {
-        fn new(owned: &'a Arc<Owned>) -> Self {
+        fn new(owned: &'a Arc<Slots>) -> Self {
             Self {
                 owned,
                 wide: ShardCount::new(SHARDS + 2).unwrap(),
@@ -551,7 +551,7 @@ mod tests {
                     }
                 }
                 Op::Wait(index) => {
-                    let owned: &'a Owned = self.owned;
+                    let owned: &'a Slots = self.owned;
                     self.waiters.push(Waiter {
                         shard: index,
                         future: Box::pin(owned.drained(self.shard(index))),
@@ -640,7 +640,7 @@ mod tests {
         fn claims_follow_ownership_and_drained_follows_the_claims_running(
             ops in proptest::collection::vec(op(), 1..80),
         ) {
-            let owned = Arc::new(Owned::new(ShardCount::new(SHARDS).unwrap()));
+            let owned = Arc::new(Slots::new(ShardCount::new(SHARDS).unwrap()));
             let mut run = Run::new(&owned);
             for op in &ops {
                 run.apply(op)?;
@@ -652,7 +652,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_lost_shard_drains_only_once_its_last_claim_ends() {
-        let owned = Arc::new(Owned::new(ShardCount::new(4).unwrap()));
+        let owned = Arc::new(Slots::new(ShardCount::new(4).unwrap()));
         let shard = owned.count().shard(1).unwrap();
         assert!(owned.claim(shard).is_none(), "not owned yet");
         owned.gain(shard, 7);
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_late_cancel_of_a_handover_spares_the_next_ownerships_claims() {
-        let owned = Arc::new(Owned::new(ShardCount::new(1).unwrap()));
+        let owned = Arc::new(Slots::new(ShardCount::new(1).unwrap()));
         let shard = owned.count().shard(0).unwrap();
         owned.gain(shard, 1);
         let (_, handover) = owned.lose(shard).expect("was owned");

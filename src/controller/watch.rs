@@ -53,7 +53,7 @@ impl<P: Object> Watch<P> {
 
 impl<P: Object> Watch<P> {
     /// Lets the controller start without this source: its reconciles do
-    /// not wait for it to sync, and [`Context::store`](super::Context::store)
+    /// not wait for it to sync, and [`Context::cache`](super::Context::cache)
     /// answers `None` for its type until it has (for a source that may not
     /// answer yet, such as a custom resource whose definition is installed
     /// later). Its events are queued from its first list on. A primary
@@ -306,7 +306,7 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
     }
 
     fn add_cache(&self, caches: &mut Caches) {
-        caches.push(self.watch.informer.store(), self.watch.optional);
+        caches.push(self.watch.informer.cache(), self.watch.optional);
     }
 
     fn informer_id(&self) -> InformerId {

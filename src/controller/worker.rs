@@ -21,14 +21,14 @@ use super::scope::Scope;
 use super::settle::Report;
 use super::sink::Enqueue;
 use super::{Context, ControllerObserver, Reconciler, Trigger, Triggers};
-use crate::informer::Store;
+use crate::informer::Cache;
 use crate::object::Object;
 use crate::queue::{Batch, Handed};
 
 /// What the workers share: one per controller run.
 pub(super) struct Worker<O: Object, R> {
     pub(super) name: String,
-    pub(super) store: Store<O>,
+    pub(super) store: Cache<O>,
     pub(super) reconciler: R,
     pub(super) sink: Enqueue<O::Key>,
     pub(super) caches: Arc<Caches>,

@@ -44,7 +44,7 @@ pub enum ElectionConfigError {
 /// How long a leadership lasts without renewal, and how often it is
 /// renewed; the defaults are client-go's (15 s, 10 s, 2 s). The same
 /// configuration serves every lease-based elector: the etcd backend's
-/// `EtcdElection` and the Kubernetes backend's `LeaseElection`.
+/// `EtcdElection` and the Kubernetes backend's `KubeElection`.
 ///
 /// - `lease`: the lease's duration, rounded up to whole seconds (the unit
 ///   of an etcd lease's TTL and of a Kubernetes `Lease`'s

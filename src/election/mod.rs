@@ -2,7 +2,7 @@
 //! of lease-based electors ([`ElectionConfig`]).
 //!
 //! The backends implement it: [`MemoryElection`](crate::memory::MemoryElection)
-//! in one process, `tend::etcd::EtcdElection` and `tend::kube::LeaseElection`
+//! in one process, `tend::etcd::EtcdElection` and `tend::kube::KubeElection`
 //! across replicas. The [`Manager`](crate::manager::Manager) and a
 //! [`Leadership`](crate::placement::Leadership) run one.
 

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::store::Store;
+use super::cache::Cache;
 use super::{Event, InformerError};
 use crate::object::Object;
 
@@ -101,7 +101,7 @@ impl<O: Object> Subscribers<O> {
 
     /// Registers `handler`, first replaying `store` to it as
     /// [`Event::Initial`] when the store is synced.
-    pub(crate) fn add(&self, store: &Store<O>, mut handler: Box<dyn Handler<O>>) -> u64 {
+    pub(crate) fn add(&self, store: &Cache<O>, mut handler: Box<dyn Handler<O>>) -> u64 {
         let mut list = self.list.lock();
         if store.is_synced() {
             for (n, (key, object)) in store.snapshot().into_iter().enumerate() {
@@ -219,11 +219,11 @@ impl<O: Object> Drop for FlushOnUnwind<'_, O> {
 pub struct Subscription<O: Object> {
     id: u64,
     subscribers: Arc<Subscribers<O>>,
-    store: Store<O>,
+    store: Cache<O>,
 }
 
 impl<O: Object> Subscription<O> {
-    pub(crate) fn new(id: u64, subscribers: Arc<Subscribers<O>>, store: Store<O>) -> Self {
+    pub(crate) fn new(id: u64, subscribers: Arc<Subscribers<O>>, store: Cache<O>) -> Self {
         Self {
             id,
             subscribers,

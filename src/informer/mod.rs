@@ -4,9 +4,9 @@
 //! (The concept is documented on [`Informer`], the public type.)
 
 mod backoff;
+mod cache;
 mod dispatch;
 mod stats;
-mod store;
 mod tombstones;
 mod watcher;
 
@@ -19,14 +19,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use cache::{Cache, IndexValue};
 pub use dispatch::Subscription;
 pub use stats::InformerStats;
-pub use store::{IndexValue, Store};
 
+use self::cache::{IndexFn, TransformFn};
 pub(crate) use self::dispatch::Handler;
 use self::dispatch::{EachEvent, Subscribers};
 use self::stats::Counters;
-use self::store::{IndexFn, TransformFn};
 use crate::object::Object;
 use crate::source::Source;
 
@@ -110,7 +110,7 @@ pub enum InformerError {
         /// How long the caller waited.
         timeout: Duration,
     },
-    /// [`Store::by_index`] named an index that was never registered.
+    /// [`Cache::by_index`] named an index that was never registered.
     #[error("informer for source `{source_name}` has no index named `{index}`")]
     UnknownIndex {
         /// The source's name.
@@ -148,7 +148,7 @@ pub enum InformerError {
 /// A cheap cloneable handle on an informer.
 ///
 /// An [`Informer`] lists its [`Source`], then watches it from the list's
-/// revision, applying every change to its [`Store`] and delivering an
+/// revision, applying every change to its [`Cache`] and delivering an
 /// [`Event`] to each subscriber. It is a cheap cloneable handle: several
 /// controllers share one informer (one list and one watch), each with its own
 /// [`Subscription`]. The caller owns the work: [`Informer::run`] drives
@@ -230,7 +230,7 @@ pub enum InformerError {
 ///     async move { informer.run(cancel).await }
 /// });
 /// informer.wait_synced(Duration::from_secs(5)).await?;
-/// assert!(informer.store().get(&"hall".to_string()).is_some());
+/// assert!(informer.cache().get(&"hall".to_string()).is_some());
 ///
 /// cancel.cancel();
 /// run.await??;
@@ -251,7 +251,7 @@ pub struct InformerId(usize);
 struct Shared<O: Object> {
     source: Arc<dyn Source<Object = O>>,
     name: Arc<str>,
-    store: store::Store<O>,
+    store: cache::Cache<O>,
     subscribers: Arc<Subscribers<O>>,
     options: Options,
     transform: Option<TransformFn<O>>,
@@ -326,7 +326,7 @@ impl<O: Object> Informer<O> {
 
     /// A read handle on the cache.
     #[must_use]
-    pub fn store(&self) -> Store<O> {
+    pub fn cache(&self) -> Cache<O> {
         self.shared.store.clone()
     }
 
@@ -508,7 +508,7 @@ impl<O: Object> InformerBuilder<O> {
     }
 
     /// Registers an index named `name`: `function` returns the values an
-    /// object is filed under (any number), queried with [`Store::by_index`].
+    /// object is filed under (any number), queried with [`Cache::by_index`].
     pub fn index<F>(mut self, name: impl Into<Arc<str>>, function: F) -> Self
     where
         F: Fn(&O) -> Vec<IndexValue> + Send + Sync + 'static,
@@ -527,7 +527,7 @@ impl<O: Object> InformerBuilder<O> {
     pub fn build(self) -> Result<Informer<O>, InformerError> {
         let name: Arc<str> = self.source.name().into();
         self.validate(&name)?;
-        let store = store::Store::new(Arc::clone(&name), self.indexes);
+        let store = cache::Cache::new(Arc::clone(&name), self.indexes);
         Ok(Informer {
             shared: Arc::new(Shared {
                 source: self.source,

@@ -8,9 +8,9 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, jittered};
+use super::cache::{Applied, Removed, Replaced};
 use super::dispatch::{FLUSH_EVERY, FlushOnUnwind};
 use super::stats::Counters;
-use super::store::{Applied, Removed, Replaced};
 use super::tombstones::Tombstones;
 use super::{Event, Shared};
 use crate::error::error_chain;
@@ -105,10 +105,10 @@ impl<'a, O: Object> Runner<'a, O> {
         tokio::pin!(timer);
         loop {
             let deadline = self.next_deadline(&state);
-            if let Some(deadline) = deadline {
-                if timer.deadline() != deadline {
-                    timer.as_mut().reset(deadline);
-                }
+            if let Some(deadline) = deadline
+                && timer.deadline() != deadline
+            {
+                timer.as_mut().reset(deadline);
             }
             tokio::select! {
                 biased;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
-use crate::controller::{LoseAllOnDrop, Owned, Ownership};
+use crate::controller::{LoseAllOnDrop, Ownership, Slots};
 use crate::election::LeaderElector;
 use crate::shard::ShardCount;
 
@@ -32,7 +32,7 @@ pub struct Leadership {
 struct Inner {
     elector: Arc<dyn LeaderElector>,
     /// One slot: the leadership.
-    owned: Arc<Owned>,
+    owned: Arc<Slots>,
     term: watch::Sender<Option<u64>>,
     again: AtomicBool,
 }
@@ -51,7 +51,7 @@ impl Leadership {
         Self {
             inner: Arc::new(Inner {
                 elector,
-                owned: Arc::new(Owned::new(one)),
+                owned: Arc::new(Slots::new(one)),
                 term: watch::Sender::new(None),
                 again: AtomicBool::new(false),
             }),

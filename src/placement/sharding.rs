@@ -2,7 +2,7 @@
 //! shards assigned here, drain and release the ones moving away.
 //!
 //! One task ([`Sharding::run`]) owns the loop. It changes the replica's
-//! `Owned` table, which the sharded controllers' [`Ownership`]s read: a
+//! `Slots` table, which the sharded controllers' [`Ownership`]s read: a
 //! shard counts as owned from its acquisition until the moment its handover
 //! starts, and is released only once its last reconcile has ended (or the
 //! drain bound passed and the reconciles were cancelled: their writes are
@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
-use crate::controller::{LoseAllOnDrop, Owned, Ownership};
+use crate::controller::{LoseAllOnDrop, Ownership, Slots};
 use crate::shard::{
     Assignment, MemberId, Membership, MembershipError, Shard, ShardCount, ShardKey,
 };
@@ -73,7 +73,7 @@ pub struct Sharding {
 
 struct Inner {
     membership: Arc<dyn Membership>,
-    owned: Arc<Owned>,
+    owned: Arc<Slots>,
     /// How long a handover waits for the shard's reconciles before
     /// cancelling them.
     drain: Mutex<Duration>,
@@ -99,7 +99,7 @@ impl Sharding {
         Self {
             inner: Arc::new(Inner {
                 membership,
-                owned: Arc::new(Owned::new(shards)),
+                owned: Arc::new(Slots::new(shards)),
                 drain: Mutex::new(Duration::from_secs(10)),
                 observer: Mutex::new(Arc::new(NoObserver)),
                 assignment: Mutex::new(None),

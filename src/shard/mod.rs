@@ -19,9 +19,9 @@
 //! see its live set; a member acquires a shard (waiting until its previous
 //! owner released it or lost its membership) and gets a fencing token,
 //! unique across the group's shards, for every write of that shard's keys.
-//! [`MemoryMembershipGroup`](crate::memory::MemoryMembershipGroup) is the in-process implementation (and a
-//! [`Fencing`](crate::client::Fencing) authority for the memory backend);
-//! `tend::etcd::EtcdMembership` (feature `etcd`) holds the group in etcd.
+//! [`MemoryMembership`](crate::memory::MemoryMembership) is the in-process
+//! implementation; `tend::etcd::EtcdMembership` (feature `etcd`) holds the
+//! group in etcd.
 
 mod assignment;
 mod count;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use tend::client::{Backend, Client, ClientError, Outcome};
+use tend::client::{Backend, Client, ClientError, Effect};
 use tend::{Deletion, Lifecycle, Object, Revision, Snapshot};
 
 /// A small object, storable as JSON.
@@ -337,7 +337,7 @@ pub async fn modify_rereads_and_retries_on_conflict(client: Client<Item>) {
         })
         .await
         .unwrap();
-    assert_eq!(written.outcome, Outcome::Updated);
+    assert_eq!(written.effect, Effect::Updated);
     assert_eq!(calls, 3, "the change is applied to each fresh read");
     assert_eq!(tried.load(Ordering::SeqCst), 3);
     // Both rival writes (+1000 each) survive: the change was re-applied.
@@ -380,7 +380,7 @@ pub async fn modify_reports_unchanged_and_not_found(client: Client<Item>) {
         .modify(&key("a"), |item| item.value = 1)
         .await
         .unwrap();
-    assert_eq!(written.outcome, Outcome::Unchanged);
+    assert_eq!(written.effect, Effect::Unchanged);
     assert_eq!(written.object, a);
     assert_eq!(
         stored(&client).await,
@@ -397,19 +397,19 @@ pub async fn create_or_update_reports_created_updated_unchanged(client: Client<I
         .create_or_update(item("a", 0), |item| item.value = 7)
         .await
         .unwrap();
-    assert_eq!(created.outcome, Outcome::Created);
+    assert_eq!(created.effect, Effect::Created);
     assert_eq!(created.object.value, 7);
     let unchanged = client
         .create_or_update(item("a", 0), |item| item.value = 7)
         .await
         .unwrap();
-    assert_eq!(unchanged.outcome, Outcome::Unchanged);
+    assert_eq!(unchanged.effect, Effect::Unchanged);
     assert_eq!(unchanged.object.version, created.object.version);
     let updated = client
         .create_or_update(item("a", 0), |item| item.value = 8)
         .await
         .unwrap();
-    assert_eq!(updated.outcome, Outcome::Updated);
+    assert_eq!(updated.effect, Effect::Updated);
     assert!(updated.object.version > created.object.version);
     assert_eq!(
         stored(&client).await,
@@ -425,7 +425,7 @@ pub async fn create_or_update_survives_a_lost_create_race(client: Client<Item>) 
         .create_or_update(item("a", 0), |item| item.value = 7)
         .await
         .unwrap();
-    assert_eq!(written.outcome, Outcome::Updated);
+    assert_eq!(written.effect, Effect::Updated);
     assert_eq!(written.object.value, 7);
     assert_eq!(tried.load(Ordering::SeqCst), 2);
     assert_eq!(client.get(&key("a")).await.unwrap(), Some(written.object));
@@ -568,8 +568,8 @@ pub async fn no_finalizer_can_be_added_to_an_object_being_deleted(client: Client
     );
     let again = client.add_finalizer(&key("v"), "a").await.unwrap();
     assert_eq!(
-        again.outcome,
-        Outcome::Unchanged,
+        again.effect,
+        Effect::Unchanged,
         "a finalizer it has is fine"
     );
 }
@@ -611,11 +611,11 @@ pub async fn the_deletion_mark_belongs_to_the_backend(client: Client<Volume>) {
 pub async fn finalizer_helpers_are_idempotent(client: Client<Volume>) {
     client.create(volume("v", &[])).await.unwrap();
     let added = client.add_finalizer(&key("v"), "a").await.unwrap();
-    assert_eq!(added.outcome, Outcome::Updated);
+    assert_eq!(added.effect, Effect::Updated);
     let again = client.add_finalizer(&key("v"), "a").await.unwrap();
     assert_eq!(
-        (again.outcome, again.object.version),
-        (Outcome::Unchanged, added.object.version)
+        (again.effect, again.object.version),
+        (Effect::Unchanged, added.object.version)
     );
     assert_eq!(again.object.lifecycle.finalizers(), ["a"]);
     let kept = client

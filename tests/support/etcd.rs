@@ -134,7 +134,7 @@ pub async fn run_informer(source: EtcdSource<Item>) -> Running {
 /// The cached value of every item, sorted by name.
 pub fn cached(informer: &Informer<Item>) -> Vec<(String, u64)> {
     let mut items: Vec<_> = informer
-        .store()
+        .cache()
         .list()
         .iter()
         .map(|i| (i.name.clone(), i.value))

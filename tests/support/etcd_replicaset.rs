@@ -79,7 +79,7 @@ impl Reconciler<ReplicaSet> for Replicas {
             Some(token) => self.pods.fenced(token),
             None => self.pods.clone(),
         };
-        let cache = ctx.store::<Pod>().expect("the controller watches pods");
+        let cache = ctx.cache::<Pod>().expect("the controller watches pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
         let (to_create, to_delete) = {

@@ -86,7 +86,7 @@ impl Reconciler<ReplicaSet> for Sets {
         let Some(set) = ctx.object().filter(|set| set.deletion().is_none()) else {
             return Ok(Action::Done);
         };
-        let cache = ctx.store::<Pod>().expect("the controller owns pods");
+        let cache = ctx.cache::<Pod>().expect("the controller owns pods");
         let pods = ctx.client::<Pod>().expect("the controller writes pods");
         let owned = cache
             .by_index(OWNER, &ctx.key().to_string())
@@ -209,8 +209,8 @@ pub fn wire(
 /// Whether every cached set has exactly its replicas of live pods, in the
 /// caches of `sets` and `pods`.
 pub fn converged(sets: &Informer<ReplicaSet>, pods: &Informer<Pod>) -> bool {
-    let pods = pods.store();
-    sets.store().list().iter().all(|set| {
+    let pods = pods.cache();
+    sets.cache().list().iter().all(|set| {
         let want = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let have = pods
             .by_index(OWNER, &set.key().to_string())

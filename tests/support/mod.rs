@@ -190,7 +190,7 @@ impl Mirror {
 /// The informer's cache as key → version.
 pub fn cache_versions(informer: &Informer<Pod>) -> HashMap<String, u64> {
     informer
-        .store()
+        .cache()
         .list()
         .iter()
         .map(|pod| (pod.name.clone(), pod.version.get()))

@@ -101,7 +101,7 @@
 //!     let (informer, stop) = (informer.clone(), stop.clone());
 //!     async move { informer.run(stop).await }
 //! });
-//! let store = informer.store();
+//! let store = informer.cache();
 //! store.wait_synced(Duration::from_secs(10)).await?;
 //! assert_eq!(store.get(&"web".to_owned()).unwrap().replicas, 3);
 //! assert_eq!(stats.stats().malformed, 1); // broken.json, logged and skipped

@@ -159,10 +159,9 @@ fn handler(
             kind: EventKind::Access(access),
             ..
         }) = &event
+            && !matches!(access, AccessKind::Close(AccessMode::Write))
         {
-            if !matches!(access, AccessKind::Close(AccessMode::Write)) {
-                return;
-            }
+            return;
         }
         if let Err(mpsc::error::TrySendError::Full(_)) = sender.try_send(event) {
             lost.count.fetch_add(1, Ordering::Relaxed);

@@ -165,10 +165,10 @@ where
         };
         let update = match stored.filter(|stored| stored.version() == at) {
             Some(stored) => client::updated(&stored, object)?,
-            None => Update::Store(object),
+            None => Update::Cache(object),
         };
         let (object, then) = match update {
-            Update::Store(object) => {
+            Update::Cache(object) => {
                 let value = self.encode(&object)?;
                 (object, TxnOp::put(key.clone(), value, None::<PutOptions>))
             }
@@ -342,12 +342,12 @@ fn refusal<K: fmt::Debug>(
 ) -> ClientError {
     let mut reads = response.op_responses();
     let fence_reads = reads.split_off(1.min(reads.len()));
-    if let Some(fence) = fence {
-        if !fence.held(&fence_reads) {
-            return ClientError::Fenced {
-                token: fence.token(),
-            };
-        }
+    if let Some(fence) = fence
+        && !fence.held(&fence_reads)
+    {
+        return ClientError::Fenced {
+            token: fence.token(),
+        };
     }
     let stored = reads.into_iter().find_map(|op| match op {
         TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| kv.mod_revision())),

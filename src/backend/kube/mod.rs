@@ -50,29 +50,29 @@
 //!
 //! # Leader election
 //!
-//! [`LeaseElection`] implements the manager's
+//! [`KubeElection`] implements the manager's
 //! [`LeaderElector`](crate::election::LeaderElector) on a
 //! `coordination.k8s.io/v1` `Lease`, as client-go's `leaderelection` does
 //! (the same record, the same expiry measured on each candidate's own
 //! clock, the same release on resign), with the timing of an
 //! [`ElectionConfig`](crate::election::ElectionConfig). Its fencing token
-//! is the Lease's `resourceVersion` at acquisition, and its
-//! [`LeaseFencing`] (from [`LeaseElection::fencing`]) is the authority for
-//! [`KubeSource::client_fenced_by`]: from the leader's local deadline on,
+//! is the Lease's `resourceVersion` at acquisition, and the candidate
+//! itself is the authority for [`KubeSource::client_fenced_by`]
+//! (`source.client_fenced_by(&election)`): from the leader's local deadline on,
 //! its fenced writes fail with
 //! [`ClientError::Fenced`](crate::client::ClientError::Fenced).
 //!
 //! ```no_run
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use tend::kube::{KubeSource, LeaseElection};
+//! use tend::kube::{KubeSource, KubeElection};
 //! use tend::manager::Manager;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
-//! let election = LeaseElection::builder(client.clone(), "operators", "shop-operator").build()?;
+//! let election = KubeElection::builder(client.clone(), "operators", "shop-operator").build()?;
 //! let deployments = KubeSource::<Deployment>::all(client);
 //! // Reconcilers write through this client with their context's token.
-//! let writes = deployments.client_fenced_by(election.fencing());
+//! let writes = deployments.client_fenced_by(&election);
 //! let manager = Manager::builder().leader_election(election);
 //! # drop((writes, manager)); Ok(()) }
 //! ```
@@ -103,12 +103,10 @@ mod object;
 mod owner;
 mod source;
 
-pub use self::election::{
-    LeaseElection, LeaseElectionBuildError, LeaseElectionBuilder, LeaseFencing,
-};
+pub use self::election::{ElectionBuildError, KubeElection, KubeElectionBuilder};
 pub use self::endpoint::KubeResource;
 pub use self::events::{
-    DEFAULT_CAPACITY, DEFAULT_WINDOW, Event, EventError, EventType, Recorder, Reporter,
+    DEFAULT_CAPACITY, DEFAULT_WINDOW, EventError, EventType, Occurrence, Recorder, Reporter,
 };
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};

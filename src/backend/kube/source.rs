@@ -10,7 +10,7 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 
 use super::endpoint::{Endpoint, KubeResource, status_code};
 use super::object::{key_of, parse_revision, revision_of};
-use crate::client::Fencing;
+use crate::client::Fences;
 use crate::object::Revision;
 use crate::source::{Change, Snapshot, Source, SourceError, WatchStream};
 
@@ -150,13 +150,13 @@ where
     }
 
     /// A client whose writes, when given a fencing token, check it against
-    /// `fencing` just before they are sent. Kubernetes cannot check a
+    /// `authority` (a [`KubeElection`](super::KubeElection), or any
+    /// [`Fences`](crate::client::Fences)) just before they are sent. Kubernetes cannot check a
     /// token in the same transaction as the write: see the
     /// [module docs](super).
     #[must_use]
-    pub fn client_fenced_by(&self, fencing: impl Fencing) -> crate::client::Client<K> {
-        let fencing: std::sync::Arc<dyn Fencing> = std::sync::Arc::new(fencing);
-        super::client::client(self.clone(), Some(fencing))
+    pub fn client_fenced_by(&self, authority: &impl Fences) -> crate::client::Client<K> {
+        super::client::client(self.clone(), Some(authority.fencing()))
     }
 
     fn list_params(&self) -> ListParams {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 use super::table::Table;
-use crate::client::{Backend, Client, ClientError, Fencing};
+use crate::client::{Backend, Client, ClientError, Fences, Fencing};
 use crate::object::{Object, Revision};
 use crate::source::Snapshot;
 
@@ -33,13 +33,14 @@ impl<O: Object> MemoryStore<O> {
     /// # Examples
     ///
     /// A write by a deposed leader of an
-    /// [`MemoryElectionGroup`](crate::memory::MemoryElectionGroup) is refused:
+    /// [`MemoryElectionGroup`](crate::memory::MemoryElectionGroup) is refused
+    /// (the client is fenced by the old leader's candidate, as it would be
+    /// on every backend):
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// use tend::election::LeaderElector;
-    /// use tend::memory::MemoryElectionGroup;
-    /// use tend::memory::MemoryStore;
+    /// use tend::memory::{MemoryElectionGroup, MemoryStore};
     ///
     /// #[derive(Clone, Debug, PartialEq)]
     /// struct Note { id: String, version: tend::Revision }
@@ -47,8 +48,8 @@ impl<O: Object> MemoryStore<O> {
     ///
     /// let election = MemoryElectionGroup::new("notes");
     /// let store = MemoryStore::new("notes");
-    /// let client = store.client_fenced_by(election.clone());
     /// let (old, new) = (election.candidate(), election.candidate());
+    /// let client = store.client_fenced_by(&old);
     /// let token = old.campaign().await.unwrap();
     /// election.depose();
     /// new.campaign().await.unwrap();
@@ -60,10 +61,10 @@ impl<O: Object> MemoryStore<O> {
     /// # }
     /// ```
     #[must_use]
-    pub fn client_fenced_by(&self, fencing: impl Fencing) -> Client<O> {
+    pub fn client_fenced_by(&self, authority: &impl Fences) -> Client<O> {
         Client::new(MemoryBackend {
             store: self.clone(),
-            fencing: Some(Arc::new(fencing)),
+            fencing: Some(authority.fencing()),
         })
     }
 

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+use crate::client::{Fences, Fencing};
 use crate::election::{ElectionError, LeaderElector};
 
 /// Who leads an [`MemoryElectionGroup`], and its token.
@@ -174,11 +175,22 @@ impl Drop for MemoryElection {
     }
 }
 
-/// A memory backend fenced by the election
+/// A memory backend fenced by a candidate
 /// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
-/// takes a write only while its token is the leader's.
-impl crate::client::Fencing for MemoryElectionGroup {
+/// takes a write only while its token is the election's leader's. The
+/// check holds the election, not the candidate: it does not keep the
+/// candidacy alive.
+impl Fences for MemoryElection {
+    fn fencing(&self) -> Arc<dyn Fencing> {
+        Arc::new(LeaderToken(self.election.clone()))
+    }
+}
+
+/// The election's check: whether a token is its current leader's.
+struct LeaderToken(MemoryElectionGroup);
+
+impl Fencing for LeaderToken {
     fn is_current(&self, token: u64) -> bool {
-        self.leader_token() == Some(token)
+        self.0.leader_token() == Some(token)
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+use crate::client::{Fences, Fencing};
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 
 /// A shard's owner and the token it acquired the shard with.
@@ -35,10 +36,10 @@ impl State {
             return false;
         }
         for owner in &mut self.owners {
-            if owner.as_ref().is_some_and(|o| o.member.as_str() == member) {
-                if let Some(gone) = owner.take() {
-                    self.current.remove(&gone.token);
-                }
+            if owner.as_ref().is_some_and(|o| o.member.as_str() == member)
+                && let Some(gone) = owner.take()
+            {
+                self.current.remove(&gone.token);
             }
         }
         true
@@ -51,16 +52,14 @@ impl State {
 /// Clones share one group. [`member`](MemoryMembershipGroup::member) makes a
 /// member's handle; [`expire`](MemoryMembershipGroup::expire) ends a
 /// membership as an expired lease would. Tokens start at 1 and grow by one
-/// per acquisition, across all shards. As a
-/// [`Fencing`](crate::client::Fencing) authority (for
-/// [`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
-/// a token is current while its shard is owned with it.
+/// per acquisition, across all shards. A client fenced by a member
+/// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
+/// takes a token while its shard is owned with it.
 ///
 /// # Examples
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use tend::client::Fencing;
 /// use tend::memory::MemoryMembershipGroup;
 /// use tend::shard::{Membership, ShardCount};
 ///
@@ -70,9 +69,9 @@ impl State {
 /// a.join().await.unwrap();
 /// let shard = shards.shard(0).unwrap();
 /// let token = a.acquire(shard).await.unwrap();
-/// assert!(group.is_current(token));
+/// assert_eq!(group.owner(shard).map(|(_, owned)| owned), Some(token));
 /// a.release(shard, token).await.unwrap();
-/// assert!(!group.is_current(token));
+/// assert_eq!(group.owner(shard), None);
 /// # }
 /// ```
 #[derive(Clone)]
@@ -196,11 +195,23 @@ impl fmt::Debug for MemoryMembershipGroup {
     }
 }
 
-/// A memory backend fenced by the group takes a write only while its token
-/// is a shard's current one.
-impl crate::client::Fencing for MemoryMembershipGroup {
+/// A memory backend fenced by a member
+/// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
+/// takes a write only while its token is one of the group's shards'
+/// current tokens. The check holds the group, not the member: it does not
+/// keep the membership alive.
+impl Fences for MemoryMembership {
+    fn fencing(&self) -> Arc<dyn Fencing> {
+        Arc::new(ShardTokens(self.group.clone()))
+    }
+}
+
+/// The group's check: whether a token is a shard's current one.
+struct ShardTokens(MemoryMembershipGroup);
+
+impl Fencing for ShardTokens {
     fn is_current(&self, token: u64) -> bool {
-        self.shared.state.borrow().current.contains_key(&token)
+        self.0.shared.state.borrow().current.contains_key(&token)
     }
 }
 

@@ -103,7 +103,7 @@ impl<O: Object> Table<O> {
         }
         carry_generation(&mut object, current);
         match client::updated(current, object)? {
-            Update::Store(object) => Ok(self.store(key, object)),
+            Update::Cache(object) => Ok(self.store(key, object)),
             Update::Remove(mut object) => {
                 object.set_version(self.remove(key));
                 Ok(object)

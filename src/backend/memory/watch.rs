@@ -64,14 +64,14 @@ impl<O: Object> Cursor<O> {
             if self.finished {
                 return None;
             }
-            if let Some(limit) = self.faults.as_ref().and_then(FaultRoller::cut_after) {
-                if self.delivered >= limit {
-                    self.finished = true;
-                    let fault = InjectedFault::WatchCut {
-                        events: self.delivered,
-                    };
-                    return Some(Err(SourceError::unavailable(fault)));
-                }
+            if let Some(limit) = self.faults.as_ref().and_then(FaultRoller::cut_after)
+                && self.delivered >= limit
+            {
+                self.finished = true;
+                let fault = InjectedFault::WatchCut {
+                    events: self.delivered,
+                };
+                return Some(Err(SourceError::unavailable(fault)));
             }
             if let Some(change) = self.ready.pop_front() {
                 self.delivered += 1;

@@ -63,7 +63,7 @@ pub enum PollConfigError {
 ///     let (informer, stop) = (informer.clone(), stop.clone());
 ///     async move { informer.run(stop).await }
 /// });
-/// let store = informer.store();
+/// let store = informer.cache();
 /// store.wait_synced(Duration::from_secs(5)).await?;
 /// assert_eq!(store.get(&"hall".to_owned()).unwrap().celsius, 19);
 ///

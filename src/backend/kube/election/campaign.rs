@@ -9,13 +9,13 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::lock::Attempt;
-use super::{LeaseElection, Phase, RequestError, Term, renew};
+use super::{KubeElection, Phase, RequestError, Term, renew};
 use crate::election::ElectionError;
 use crate::kube::revision_of;
 
 /// Returns a campaign dropped before it won to idle.
 struct CampaignGuard<'a> {
-    election: &'a LeaseElection,
+    election: &'a KubeElection,
     armed: bool,
 }
 
@@ -33,7 +33,7 @@ impl Drop for CampaignGuard<'_> {
     }
 }
 
-impl LeaseElection {
+impl KubeElection {
     /// Campaigns until elected: polls every retry period (±10 %), retries
     /// transient failures, fails on a refusal.
     pub(super) async fn campaign_until_elected(&self) -> Result<u64, ElectionError> {

@@ -11,16 +11,15 @@ use crate::client::Fencing;
 use crate::election::ElectionConfig;
 
 /// Says whether a fencing token is the current leadership's of a
-/// [`LeaseElection`](super::LeaseElection): true while that candidate
-/// leads with the token and before its local deadline. From
-/// [`LeaseElection::fencing`](super::LeaseElection::fencing), for
-/// [`KubeSource::client_fenced_by`](crate::kube::KubeSource::client_fenced_by).
+/// [`KubeElection`](super::KubeElection): true while that candidate
+/// leads with the token and before its local deadline. Handed out by the
+/// candidate's [`Fences`](crate::client::Fences) impl.
 ///
 /// It holds no request of its own and does not keep the candidacy alive:
 /// once the election's handles are gone (a crashed task), the renewals
 /// stop and the token stops being current at the local deadline.
 #[derive(Clone)]
-pub struct LeaseFencing {
+pub(super) struct LeaseFencing {
     term: Arc<watch::Sender<Term>>,
     config: ElectionConfig,
 }

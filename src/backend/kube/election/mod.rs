@@ -1,4 +1,4 @@
-//! `LeaseElection`: leader election on a `coordination.k8s.io/v1` Lease,
+//! `KubeElection`: leader election on a `coordination.k8s.io/v1` Lease,
 //! with client-go's semantics and tend's local deadline.
 //!
 //! `record.rs` is the election record in the Lease's spec and when a
@@ -24,12 +24,12 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::task::AbortOnDropHandle;
 
+use self::fencing::LeaseFencing;
 use self::lock::LeaseLock;
 use super::names;
+use crate::client::{Fences, Fencing};
 use crate::election::{ElectionConfig, ElectionError, LeaderElector};
 use crate::error::BoxError;
-
-pub use self::fencing::LeaseFencing;
 
 /// Where this candidate stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +92,8 @@ impl Term {
 ///   renewed successfully for [`renew_deadline`](ElectionConfig::renew_deadline),
 ///   measured from the time it *sent* its last successful renewal. From
 ///   that instant [`lost`](LeaderElector::lost) resolves,
-///   [`token`](Self::token) is `None` and [`LeaseFencing`] says no token is
-///   current. Another candidate first saw that renewal's version after it
+///   [`token`](Self::token) is `None` and its [`Fences`] check says no
+///   token is current. Another candidate first saw that renewal's version after it
 ///   was sent, and waits a whole lease duration from then, which is longer
 ///   than the renew deadline ([`ElectionConfig`] refuses anything else): so
 ///   the leader stops strictly before the Lease can expire for anyone
@@ -119,7 +119,7 @@ impl Term {
 /// Lease is re-created, and anyone who can write the Lease can set it.
 ///
 /// Kubernetes cannot make another write conditional on a Lease: the
-/// token is checked locally by [`LeaseFencing`], see the
+/// token is checked locally by the candidate's [`Fences`] check, see the
 /// [module docs](super#fencing-the-local-deadline-is-the-guarantee).
 ///
 /// # Identities
@@ -133,17 +133,17 @@ impl Term {
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use tend::kube::{KubeSource, LeaseElection};
+/// use tend::kube::{KubeSource, KubeElection};
 /// use tend::election::{ElectionConfig, LeaderElector};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = kube::Client::try_default().await?;
-/// let election = LeaseElection::builder(client.clone(), "operators", "my-operator")
+/// let election = KubeElection::builder(client.clone(), "operators", "my-operator")
 ///     .identity(std::env::var("POD_NAME")?)
 ///     .config(ElectionConfig::default())
 ///     .build()?;
 /// let maps = KubeSource::<ConfigMap>::namespaced(client, "apps");
-/// let writes = maps.client_fenced_by(election.fencing());
+/// let writes = maps.client_fenced_by(&election);
 /// let token = election.campaign().await?;
 /// // Refused with `ClientError::Fenced` from the local deadline on.
 /// let writes = writes.fenced(token);
@@ -151,7 +151,7 @@ impl Term {
 /// # drop(writes); Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct LeaseElection {
+pub struct KubeElection {
     inner: Arc<Inner>,
 }
 
@@ -166,9 +166,9 @@ struct Inner {
     claimed: AtomicBool,
 }
 
-/// Configures a [`LeaseElection`]; from [`LeaseElection::builder`].
+/// Configures a [`KubeElection`]; from [`KubeElection::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct LeaseElectionBuilder {
+pub struct KubeElectionBuilder {
     client: Client,
     namespace: String,
     name: String,
@@ -176,9 +176,9 @@ pub struct LeaseElectionBuilder {
     config: ElectionConfig,
 }
 
-impl fmt::Debug for LeaseElectionBuilder {
+impl fmt::Debug for KubeElectionBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaseElectionBuilder")
+        f.debug_struct("KubeElectionBuilder")
             .field("namespace", &self.namespace)
             .field("name", &self.name)
             .field("identity", &self.identity)
@@ -187,10 +187,10 @@ impl fmt::Debug for LeaseElectionBuilder {
     }
 }
 
-/// Why a [`LeaseElection`] could not be built.
+/// Why a [`KubeElection`] could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum LeaseElectionBuildError {
+pub enum ElectionBuildError {
     /// The Lease's name is not a DNS subdomain name (RFC 1123: at most 253
     /// lower-case letters, digits, `-` and `.`).
     #[error("lease name `{name}` is not a valid Kubernetes object name")]
@@ -210,9 +210,9 @@ pub enum LeaseElectionBuildError {
     EmptyIdentity,
 }
 
-impl LeaseElectionBuilder {
+impl KubeElectionBuilder {
     /// The identity written into the Lease's `holderIdentity` while this
-    /// candidate leads, shown by [`LeaseElection::leader`]; must be unique
+    /// candidate leads, shown by [`KubeElection::leader`]; must be unique
     /// among live candidates (a pod's name is usual). Default:
     /// `{HOSTNAME or pid-N}-{8 random hex digits}`.
     pub fn identity(mut self, identity: impl Into<String>) -> Self {
@@ -232,20 +232,20 @@ impl LeaseElectionBuilder {
     ///
     /// # Errors
     ///
-    /// [`LeaseElectionBuildError`] when the name, namespace or identity is
+    /// [`ElectionBuildError`] when the name, namespace or identity is
     /// one the API server would refuse.
-    pub fn build(self) -> Result<LeaseElection, LeaseElectionBuildError> {
+    pub fn build(self) -> Result<KubeElection, ElectionBuildError> {
         if !names::is_subdomain(&self.name) {
-            return Err(LeaseElectionBuildError::InvalidName { name: self.name });
+            return Err(ElectionBuildError::InvalidName { name: self.name });
         }
         if !names::is_label(&self.namespace) {
-            return Err(LeaseElectionBuildError::InvalidNamespace {
+            return Err(ElectionBuildError::InvalidNamespace {
                 namespace: self.namespace,
             });
         }
         let identity = self.identity.unwrap_or_else(default_identity);
         if identity.is_empty() {
-            return Err(LeaseElectionBuildError::EmptyIdentity);
+            return Err(ElectionBuildError::EmptyIdentity);
         }
         let lock = LeaseLock {
             api: Api::namespaced(self.client, &self.namespace),
@@ -258,7 +258,7 @@ impl LeaseElectionBuilder {
             phase: Phase::Idle,
             renewed: Instant::now(),
         };
-        Ok(LeaseElection {
+        Ok(KubeElection {
             inner: Arc::new(Inner {
                 lock,
                 config: self.config,
@@ -280,10 +280,10 @@ fn default_identity() -> String {
     format!("{host}-{:08x}", fastrand::u32(..))
 }
 
-impl fmt::Debug for LeaseElection {
+impl fmt::Debug for KubeElection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let lock = &self.inner.lock;
-        f.debug_struct("LeaseElection")
+        f.debug_struct("KubeElection")
             .field("namespace", &lock.namespace)
             .field("name", &lock.name)
             .field("identity", &lock.identity)
@@ -292,7 +292,7 @@ impl fmt::Debug for LeaseElection {
     }
 }
 
-impl LeaseElection {
+impl KubeElection {
     /// Starts configuring a candidate of the election held in the Lease
     /// `name` in `namespace` (`name` is also the `name` label of
     /// `leader_election_master_status`). The Lease is created by the first
@@ -302,8 +302,8 @@ impl LeaseElection {
         client: Client,
         namespace: impl Into<String>,
         name: impl Into<String>,
-    ) -> LeaseElectionBuilder {
-        LeaseElectionBuilder {
+    ) -> KubeElectionBuilder {
+        KubeElectionBuilder {
             client,
             namespace: namespace.into(),
             name: name.into(),
@@ -336,15 +336,6 @@ impl LeaseElection {
     #[must_use]
     pub fn token(&self) -> Option<u64> {
         self.inner.term.borrow().token(&self.inner.config)
-    }
-
-    /// The authority that says whether a token is current, for
-    /// [`KubeSource::client_fenced_by`](super::KubeSource::client_fenced_by).
-    /// It does not keep the candidacy alive: once every `LeaseElection`
-    /// handle is dropped, no token is current after the local deadline.
-    #[must_use]
-    pub fn fencing(&self) -> LeaseFencing {
-        LeaseFencing::new(Arc::clone(&self.inner.term), self.inner.config)
     }
 
     /// The holder the Lease names (`None` when it does not exist or has no
@@ -412,7 +403,7 @@ impl RequestError {
 }
 
 #[async_trait]
-impl LeaderElector for LeaseElection {
+impl LeaderElector for KubeElection {
     fn name(&self) -> &str {
         &self.inner.lock.name
     }
@@ -454,6 +445,19 @@ impl LeaderElector for LeaseElection {
     }
 }
 
+/// The authority that says whether a token is current, for
+/// [`KubeSource::client_fenced_by`](super::KubeSource::client_fenced_by).
+/// It does not keep the candidacy alive: once every `KubeElection` handle
+/// is dropped, no token is current after the local deadline.
+impl Fences for KubeElection {
+    fn fencing(&self) -> Arc<dyn Fencing> {
+        Arc::new(LeaseFencing::new(
+            Arc::clone(&self.inner.term),
+            self.inner.config,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -465,17 +469,17 @@ mod tests {
 
     /// A candidate whose API server does not exist: the deadline logic
     /// runs without requests.
-    fn offline() -> LeaseElection {
+    fn offline() -> KubeElection {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
         let timing = ElectionConfig::new(MS(3000), MS(2000), MS(500)).unwrap();
-        LeaseElection::builder(client, "default", "test")
+        KubeElection::builder(client, "default", "test")
             .config(timing)
             .build()
             .unwrap()
     }
 
-    fn lead(election: &LeaseElection, token: u64) {
+    fn lead(election: &KubeElection, token: u64) {
         election.inner.term.send_replace(Term {
             phase: Phase::Leading(token),
             renewed: Instant::now(),

@@ -8,7 +8,7 @@
 //! - At most `capacity` entries; `order` holds exactly one stamp per
 //!   entry, the entry's own.
 //! - An entry with `writing` has one writer, which calls
-//!   [`Cache::written`] (or `forget`/`abandon`) when its request ends, and
+//!   [`RecentEvents::written`] (or `forget`/`abandon`) when its request ends, and
 //!   writes again while the count moved on: a repeat published meanwhile
 //!   is carried by that writer, never lost and never written out of order.
 
@@ -59,7 +59,7 @@ struct Entry {
 
 /// Recent events by identity, at most `capacity` of them.
 #[derive(Debug)]
-pub(super) struct Cache<K> {
+pub(super) struct RecentEvents<K> {
     capacity: NonZeroUsize,
     entries: HashMap<K, Entry>,
     /// Entries by last use, oldest first.
@@ -67,7 +67,7 @@ pub(super) struct Cache<K> {
     next_stamp: u64,
 }
 
-impl<K: Hash + Eq + Clone> Cache<K> {
+impl<K: Hash + Eq + Clone> RecentEvents<K> {
     pub(super) fn new(capacity: NonZeroUsize) -> Self {
         Self {
             capacity,
@@ -94,22 +94,22 @@ impl<K: Hash + Eq + Clone> Cache<K> {
         fresh: impl FnOnce() -> String,
     ) -> Option<Write> {
         let stamp = self.stamp();
-        if let Some(entry) = self.entries.get_mut(key) {
-            if now < crate::time::deadline(entry.last, window) {
-                self.order.remove(&entry.stamp);
-                self.order.insert(stamp, key.clone());
-                entry.stamp = stamp;
-                entry.count = entry.count.saturating_add(1);
-                entry.last = now;
-                if entry.writing {
-                    return None;
-                }
-                entry.writing = true;
-                return Some(Write::Series {
-                    name: entry.name.clone(),
-                    count: entry.count,
-                });
+        if let Some(entry) = self.entries.get_mut(key)
+            && now < crate::time::deadline(entry.last, window)
+        {
+            self.order.remove(&entry.stamp);
+            self.order.insert(stamp, key.clone());
+            entry.stamp = stamp;
+            entry.count = entry.count.saturating_add(1);
+            entry.last = now;
+            if entry.writing {
+                return None;
             }
+            entry.writing = true;
+            return Some(Write::Series {
+                name: entry.name.clone(),
+                count: entry.count,
+            });
         }
         let name = fresh();
         self.insert(key, name.clone(), now, stamp);
@@ -196,8 +196,8 @@ mod tests {
 
     const WINDOW: Duration = Duration::from_secs(600);
 
-    fn cache(capacity: usize) -> Cache<u32> {
-        Cache::new(NonZeroUsize::new(capacity).unwrap())
+    fn cache(capacity: usize) -> RecentEvents<u32> {
+        RecentEvents::new(NonZeroUsize::new(capacity).unwrap())
     }
 
     fn named(name: &str) -> impl FnOnce() -> String + '_ {
@@ -363,7 +363,7 @@ mod tests {
                 .build()
                 .unwrap();
             let _time = runtime.enter();
-            let mut cache = Cache::new(NonZeroUsize::new(capacity).unwrap());
+            let mut cache = RecentEvents::new(NonZeroUsize::new(capacity).unwrap());
             let now = Instant::now();
             let mut names = 0u32;
             // Writes in flight, by key; the last count written per name.

@@ -1,4 +1,4 @@
-//! A published [`Event`], checked against the API's rules: its identity
+//! A published [`Occurrence`], checked against the API's rules: its identity
 //! for aggregation, where it goes, and the `events.k8s.io/v1` object.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +8,7 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Event, EventError, EventType, Reporter};
+use super::{EventError, EventType, Occurrence, Reporter};
 use crate::kube::names;
 
 /// The API's limit on `reason`, `action` and `reportingInstance`, in bytes.
@@ -63,7 +63,7 @@ impl Draft {
     /// `event` about `regarding`, checked.
     pub(super) fn new(
         regarding: &ObjectReference,
-        event: &Event,
+        event: &Occurrence,
         reporter: &Reporter,
     ) -> Result<Self, EventError> {
         check("reason", &event.reason)?;
@@ -191,8 +191,8 @@ fn unique_nanos() -> u64 {
 mod tests {
     use super::*;
 
-    fn event(reason: &str, action: &str) -> Event {
-        Event {
+    fn event(reason: &str, action: &str) -> Occurrence {
+        Occurrence {
             type_: EventType::Normal,
             reason: reason.into(),
             note: None,

@@ -2,7 +2,7 @@
 //! controller reconciles, with repeats aggregated into series.
 //!
 //! `cache.rs` remembers recent events and keeps one write per Event in
-//! flight; `draft.rs` turns a published [`Event`] into the API object.
+//! flight; `draft.rs` turns a published [`Occurrence`] into the API object.
 
 mod cache;
 mod draft;
@@ -21,7 +21,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use self::cache::{Cache, Write};
+use self::cache::{RecentEvents, Write};
 use self::draft::{Draft, EventKey};
 use super::endpoint::status_code;
 
@@ -56,7 +56,7 @@ impl EventType {
 /// One event to publish about an object (the *regarding* object given to
 /// [`Recorder::publish`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub struct Occurrence {
     /// Routine or a warning.
     pub type_: EventType,
     /// Why the action was taken, machine-readable in `UpperCamelCase`
@@ -182,7 +182,7 @@ impl EventError {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::Resource;
 /// use tend::controller::{Action, Context, Reconciler};
-/// use tend::kube::{Event, EventType, Recorder, Reporter};
+/// use tend::kube::{Occurrence, EventType, Recorder, Reporter};
 ///
 /// struct Labeler {
 ///     recorder: Recorder,
@@ -196,7 +196,7 @@ impl EventError {
 ///             return Ok(Action::Done);
 ///         };
 ///         // … act on the map, then say what was done:
-///         let event = Event {
+///         let event = Occurrence {
 ///             type_: EventType::Normal,
 ///             reason: "Labeled".into(),
 ///             note: Some("added the team label".into()),
@@ -224,7 +224,7 @@ pub struct Recorder {
     client: kube::Client,
     reporter: Arc<Reporter>,
     window: Duration,
-    cache: Arc<Mutex<Cache<EventKey>>>,
+    cache: Arc<Mutex<RecentEvents<EventKey>>>,
 }
 
 impl fmt::Debug for Recorder {
@@ -248,7 +248,7 @@ impl Recorder {
             client,
             reporter: Arc::new(reporter),
             window: DEFAULT_WINDOW,
-            cache: Arc::new(Mutex::new(Cache::new(DEFAULT_CAPACITY))),
+            cache: Arc::new(Mutex::new(RecentEvents::new(DEFAULT_CAPACITY))),
         }
     }
 
@@ -264,7 +264,7 @@ impl Recorder {
     /// [`DEFAULT_CAPACITY`], 4096); forgets what was remembered so far.
     #[must_use]
     pub fn capacity(mut self, capacity: NonZeroUsize) -> Self {
-        self.cache = Arc::new(Mutex::new(Cache::new(capacity)));
+        self.cache = Arc::new(Mutex::new(RecentEvents::new(capacity)));
         self
     }
 
@@ -293,7 +293,7 @@ impl Recorder {
     pub async fn publish(
         &self,
         regarding: &ObjectReference,
-        event: &Event,
+        event: &Occurrence,
     ) -> Result<(), EventError> {
         let draft = Draft::new(regarding, event, &self.reporter)?;
         let write = self

@@ -71,7 +71,7 @@ pub(crate) type TransformFn<O> = Arc<dyn Fn(O) -> O + Send + Sync>;
 ///     async move { informer.run(stop).await }
 /// });
 ///
-/// let store = informer.store();
+/// let store = informer.cache();
 /// store.wait_synced(Duration::from_secs(5)).await?;
 /// assert_eq!(store.len(), 3);
 /// assert_eq!(store.get(&"web-2".to_owned()).unwrap().node, "n2");
@@ -82,7 +82,7 @@ pub(crate) type TransformFn<O> = Arc<dyn Fn(O) -> O + Send + Sync>;
 /// watching.await??;
 /// # Ok(()) }
 /// ```
-pub struct Store<O: Object> {
+pub struct Cache<O: Object> {
     shared: Arc<StoreShared<O>>,
 }
 
@@ -90,20 +90,20 @@ struct StoreShared<O: Object> {
     name: Arc<str>,
     index_names: Vec<Arc<str>>,
     index_fns: Vec<IndexFn<O>>,
-    cache: RwLock<Cache<O>>,
+    cache: RwLock<Entries<O>>,
     synced: watch::Sender<bool>,
     /// The revision the cache reflects: every change up to it is applied.
     applied: watch::Sender<Revision>,
 }
 
 /// The cached objects and their index entries.
-pub(crate) struct Cache<O: Object> {
+pub(crate) struct Entries<O: Object> {
     objects: HashMap<O::Key, Arc<O>, RandomState>,
     /// One map per index, in registration order.
     indexes: Vec<HashMap<IndexValue, HashSet<O::Key>>>,
 }
 
-/// What [`Store::apply`] did.
+/// What [`Cache::apply`] did.
 pub(crate) enum Applied<O> {
     /// The object replaced this one (or was new).
     Stored(Option<Arc<O>>),
@@ -111,7 +111,7 @@ pub(crate) enum Applied<O> {
     Stale,
 }
 
-/// What [`Store::remove`] did.
+/// What [`Cache::remove`] did.
 pub(crate) enum Removed<O> {
     /// The object was removed.
     Gone(Arc<O>),
@@ -121,7 +121,7 @@ pub(crate) enum Removed<O> {
     Absent,
 }
 
-impl<O: Object> Clone for Store<O> {
+impl<O: Object> Clone for Cache<O> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -129,9 +129,9 @@ impl<O: Object> Clone for Store<O> {
     }
 }
 
-impl<O: Object> fmt::Debug for Store<O> {
+impl<O: Object> fmt::Debug for Cache<O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("Cache")
             .field("source", &self.shared.name)
             .field("len", &self.len())
             .field("indexes", &self.shared.index_names)
@@ -140,10 +140,10 @@ impl<O: Object> fmt::Debug for Store<O> {
     }
 }
 
-impl<O: Object> Store<O> {
+impl<O: Object> Cache<O> {
     pub(crate) fn new(name: Arc<str>, indexes: Vec<(Arc<str>, IndexFn<O>)>) -> Self {
         let (index_names, index_fns): (Vec<_>, Vec<_>) = indexes.into_iter().unzip();
-        let cache = Cache::empty(index_fns.len());
+        let cache = Entries::empty(index_fns.len());
         let (synced, _) = watch::channel(false);
         let (applied, _) = watch::channel(Revision::ZERO);
         Self {
@@ -368,7 +368,7 @@ impl<O: Object> Store<O> {
             initial,
             with_events,
         };
-        let mut fresh = Cache::with_capacity(shared.index_fns.len(), listed.len());
+        let mut fresh = Entries::with_capacity(shared.index_fns.len(), listed.len());
         {
             let old = shared.cache.read();
             for object in listed {
@@ -456,15 +456,15 @@ impl<O: Object> Diff<O> {
     }
 }
 
-/// The outcome of [`Store::replace`].
+/// The outcome of [`Cache::replace`].
 pub(crate) struct Replaced<O: Object> {
     pub(crate) events: Vec<Keyed<O>>,
     pub(crate) stale: u64,
     /// The replaced cache, to drop outside every lock.
-    pub(crate) old: Cache<O>,
+    pub(crate) old: Entries<O>,
 }
 
-impl<O: Object> Cache<O> {
+impl<O: Object> Entries<O> {
     fn empty(indexes: usize) -> Self {
         Self::with_capacity(indexes, 0)
     }
