@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tend::client::{Client, ClientError};
+use tend::client::{Client, ClientError, FencingToken};
 use tend::controller::{Action, Context, Reconciler};
 use tend::election::ElectionConfig;
 use tend::etcd::etcd_client::{self, DeleteOptions, GetOptions, Txn, TxnOp};
@@ -59,7 +59,7 @@ tend::impl_object!(Item, key: name: String, version: version);
 struct Record {
     replica: String,
     key: String,
-    token: Option<u64>,
+    token: Option<FencingToken>,
     start: Duration,
     end: Duration,
 }
@@ -316,7 +316,7 @@ struct Handover {
     shards: usize,
     unowned: Duration,
     /// The killed replica's last token, from the log.
-    token: Option<u64>,
+    token: Option<FencingToken>,
     key: Option<String>,
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tend::Informer;
 
-use tend::client::{Client, ClientError};
+use tend::client::{Client, ClientError, FencingToken};
 use tend::election::LeaderElector;
 use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
@@ -91,7 +91,7 @@ async fn a_leaders_writes_are_fenced_from_the_moment_it_is_deposed() {
     // With no leader at all, every token is stale.
     assert!(
         client
-            .fenced(token + 1)
+            .fenced(FencingToken::new(token.get() + 1))
             .create(item("d", 1))
             .await
             .unwrap_err()

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use tend::client::ClientError;
+use tend::client::{ClientError, FencingToken};
 use tend::election::{ElectionConfig, LeaderElector};
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{ElectionBuildError, EtcdElection};
@@ -96,7 +96,10 @@ async fn writer_detects_conflicts_and_writes_nothing() {
         Err(ClientError::NotFound { .. })
     ));
     assert!(matches!(
-        writer.fenced(1).create(Item::new("b", 1)).await,
+        writer
+            .fenced(FencingToken::new(1))
+            .create(Item::new("b", 1))
+            .await,
         Err(ClientError::NoFencing)
     ));
     let stored = tend::Source::list(&source(kv.clone())).await.unwrap();
@@ -160,7 +163,7 @@ async fn three_replicas_elect_one_leader_and_fail_over_within_the_lease() {
         let replica = replica.clone();
         tasks.spawn(async move { replica.campaign().await });
     }
-    let mut last_token = 0;
+    let mut last_token = FencingToken::new(0);
     for round in 0..3 {
         within("a leader", LIMIT, async {
             while !replicas.iter().any(EtcdElection::is_leader) {
@@ -202,7 +205,7 @@ async fn three_replicas_elect_one_leader_and_fail_over_within_the_lease() {
 /// One replica's fenced write, as logged.
 #[derive(Debug, Clone, Copy)]
 struct Logged {
-    token: u64,
+    token: FencingToken,
     revision: u64,
 }
 
@@ -227,7 +230,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
                 // (a replica that has not yet noticed its deposition).
                 let deadline = Instant::now() + Duration::from_secs(3);
                 while Instant::now() < deadline && !stop.is_cancelled() {
-                    let item = Item::new(name.clone(), token);
+                    let item = Item::new(name.clone(), token.get());
                     let fenced = writer.fenced(token);
                     let _ = fenced.delete(&name).await;
                     if let Ok(stored) = fenced.create(item).await {
@@ -259,7 +262,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
         .await;
         let revoked = kv.lease_revoke(lease.0).await.unwrap();
         let at = revoked.header().unwrap().revision() as u64;
-        deposed.push((lease.1 as u64, at));
+        deposed.push((FencingToken::new(lease.1 as u64), at));
         eprintln!("round {round}: deposed token {} at revision {at}", lease.1);
     }
     stop.cancel();
@@ -461,7 +464,9 @@ async fn a_leader_whose_key_is_deleted_loses_within_the_retry_period() {
     let token_b = within("b to win", LIMIT, b_task).await.unwrap().unwrap();
     assert!(b.is_leader() && !a.is_leader(), "one leader");
     assert_eq!(
-        oldest_key(&mut kv).await.map(|(_, rev)| rev as u64),
+        oldest_key(&mut kv)
+            .await
+            .map(|(_, rev)| FencingToken::new(rev as u64)),
         Some(token_b)
     );
 }
@@ -492,7 +497,9 @@ async fn deleting_every_candidate_key_leaves_one_leader_that_holds_its_key() {
     assert!(b.is_leader() && !a.is_leader(), "one leader");
     // B won with a key of its own, not with its deleted one.
     assert_eq!(
-        oldest_key(&mut kv).await.map(|(_, rev)| rev as u64),
+        oldest_key(&mut kv)
+            .await
+            .map(|(_, rev)| FencingToken::new(rev as u64)),
         Some(token_b)
     );
 }

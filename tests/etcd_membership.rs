@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use tend::client::{ClientError, Fencing};
+use tend::client::{ClientError, Fencing, FencingToken};
 use tend::election::ElectionConfig;
 use tend::etcd::etcd_client::{Client, GetOptions};
 use tend::etcd::{EtcdMembership, MembershipBuildError};
@@ -107,7 +107,10 @@ async fn a_dead_members_shards_are_acquired_by_another_within_the_lease() {
 async fn won_but_unread(
     member: &EtcdMembership,
     index: u32,
-) -> (impl Future<Output = Result<u64, MembershipError>> + '_, u64) {
+) -> (
+    impl Future<Output = Result<FencingToken, MembershipError>> + '_,
+    FencingToken,
+) {
     let mut acquire = Box::pin(member.acquire(shard(index)));
     assert!(futures::poll!(&mut acquire).is_pending());
     let token = within("the take to win the shard", LIMIT, async {
@@ -124,7 +127,7 @@ async fn won_but_unread(
 }
 
 /// An acquire dropped once its token was won and sent, unread.
-async fn drop_an_acquire_after_its_answer(member: &EtcdMembership, index: u32) -> u64 {
+async fn drop_an_acquire_after_its_answer(member: &EtcdMembership, index: u32) -> FencingToken {
     let (acquire, token) = won_but_unread(member, index).await;
     drop(acquire);
     token
@@ -162,7 +165,7 @@ async fn an_acquire_dropped_after_its_token_was_sent_gives_the_shard_back() {
     eprintln!("orphan {orphan}, next acquire {next}");
     assert_eq!(
         record_revision(&mut kv, "/orphan/shards/2").await,
-        Some(i64::try_from(next).unwrap())
+        Some(i64::try_from(next.get()).unwrap())
     );
     assert!(a.is_current(next));
     let writer = source(client(&etcd).await).client_fenced_by(&a);
@@ -187,7 +190,7 @@ async fn an_unread_answer_dropped_never_releases_a_token_another_acquire_returne
     }
     assert_eq!(
         record_revision(&mut kv, "/unread/shards/3").await,
-        Some(i64::try_from(token).unwrap()),
+        Some(i64::try_from(token.get()).unwrap()),
         "the token a caller holds was released"
     );
     assert!(a.is_current(token));
@@ -265,7 +268,10 @@ async fn a_write_with_a_shard_token_whose_record_is_gone_is_refused_by_etcd() {
         .unwrap();
     assert_eq!(before.kvs().len(), after.kvs().len(), "nothing written");
     assert!(matches!(
-        writer.fenced(token + 1).create(Item::new("z", 1)).await,
+        writer
+            .fenced(FencingToken::new(token.get() + 1))
+            .create(Item::new("z", 1))
+            .await,
         Err(ClientError::Fenced { .. })
     ));
 }
@@ -357,7 +363,7 @@ async fn run_case(kv: Client, prefix: &str, steps: Vec<Step>) -> Result<(), Test
         .map(|id| member(kv.clone(), prefix, id))
         .collect();
     let mut live = [false; 3];
-    let mut owners: BTreeMap<u32, (usize, u64)> = BTreeMap::new();
+    let mut owners: BTreeMap<u32, (usize, FencingToken)> = BTreeMap::new();
     for step in steps {
         match step {
             Step::Join(m) => {
@@ -393,7 +399,7 @@ async fn run_case(kv: Client, prefix: &str, steps: Vec<Step>) -> Result<(), Test
             Step::Release(m, s) => {
                 let token = owners.get(&s).filter(|(o, _)| *o == m).map(|&(_, t)| t);
                 members[m]
-                    .release(shard(s), token.unwrap_or(1))
+                    .release(shard(s), token.unwrap_or(FencingToken::new(1)))
                     .await
                     .unwrap();
                 if token.is_some() {
@@ -414,9 +420,9 @@ async fn check_owners(
     kv: &Client,
     prefix: &str,
     members: &[EtcdMembership],
-    owners: &BTreeMap<u32, (usize, u64)>,
+    owners: &BTreeMap<u32, (usize, FencingToken)>,
 ) -> Result<(), TestCaseError> {
-    let mut seen: BTreeMap<u32, (usize, u64)> = BTreeMap::new();
+    let mut seen: BTreeMap<u32, (usize, FencingToken)> = BTreeMap::new();
     for (m, member) in members.iter().enumerate() {
         for (shard, token) in member.owned() {
             let earlier = seen.insert(shard.index(), (m, token));
@@ -432,16 +438,19 @@ async fn check_owners(
         )
         .await
         .unwrap();
-    let stored: BTreeMap<u32, u64> = records
+    let stored: BTreeMap<u32, FencingToken> = records
         .kvs()
         .iter()
         .map(|kv| {
             let key = kv.key_str().unwrap();
             let index = key.rsplit('/').next().unwrap().parse().unwrap();
-            (index, u64::try_from(kv.create_revision()).unwrap())
+            (
+                index,
+                FencingToken::new(u64::try_from(kv.create_revision()).unwrap()),
+            )
         })
         .collect();
-    let expected: BTreeMap<u32, u64> = owners.iter().map(|(&s, &(_, t))| (s, t)).collect();
+    let expected: BTreeMap<u32, FencingToken> = owners.iter().map(|(&s, &(_, t))| (s, t)).collect();
     prop_assert_eq!(stored, expected);
     Ok(())
 }

@@ -142,7 +142,7 @@ impl Reconciler<Item> for Stamp {
     type Error = ClientError;
 
     async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, ClientError> {
-        let token = ctx.fencing_token().unwrap_or(0);
+        let token = ctx.fencing_token().map_or(0, |token| token.get());
         let key = ctx.key().clone();
         self.log.line(&format!("S {key} {token} {}", wall_ns()));
         let mut span = Span {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tend::client::{Backend, Client, ClientError};
+use tend::client::{Backend, Client, ClientError, FencingToken};
 use tend::memory::MemoryStore;
 use tend::{Revision, Snapshot};
 
@@ -98,11 +98,11 @@ impl Backend for Checked {
         self.pods.list().await
     }
 
-    async fn create(&self, object: Pod, _: Option<u64>) -> Result<Pod, ClientError> {
+    async fn create(&self, object: Pod, _: Option<FencingToken>) -> Result<Pod, ClientError> {
         self.pods.create(object).await
     }
 
-    async fn update(&self, object: Pod, _: Option<u64>) -> Result<Pod, ClientError> {
+    async fn update(&self, object: Pod, _: Option<FencingToken>) -> Result<Pod, ClientError> {
         self.pods.update(object).await
     }
 
@@ -110,7 +110,7 @@ impl Backend for Checked {
         &self,
         key: &String,
         version: Option<Revision>,
-        _: Option<u64>,
+        _: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         let owner = self.pods.get(key).await?.and_then(|p| p.set);
         if owner.is_some_and(|owner| self.sets.get(&owner).is_some()) {

@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube_support::{config_map, fresh};
 use support::within;
-use tend::client::{ClientError, Fencing};
+use tend::client::{ClientError, Fencing, FencingToken};
 use tend::kube::KubeSource;
 use tend::memory::MemoryStore;
 // kube-rs's `ResourceExt` beside tend's `Object`, as users import both:
@@ -260,7 +260,7 @@ async fn server_side_apply_merges_by_field_manager_and_only_on_kubernetes() {
 struct Deposed;
 
 impl Fencing for Deposed {
-    fn is_current(&self, _token: u64) -> bool {
+    fn is_current(&self, _token: FencingToken) -> bool {
         false
     }
 }
@@ -269,13 +269,15 @@ impl Fencing for Deposed {
 async fn a_stale_token_writes_nothing_and_a_token_needs_an_authority() {
     let (client, ns) = fresh("client-fencing").await;
     let source = KubeSource::<ConfigMap>::namespaced(client, &ns);
-    let fenced = source.client_fenced_by(&Deposed).fenced(7);
+    let fenced = source
+        .client_fenced_by(&Deposed)
+        .fenced(FencingToken::new(7));
     let error = fenced
         .create(config_map(&ns, "late", &[]))
         .await
         .unwrap_err();
     assert!(
-        matches!(error, ClientError::Fenced { token: 7 }),
+        matches!(error, ClientError::Fenced { token } if token == FencingToken::new(7)),
         "{error:?}"
     );
     let plain = source.client();
@@ -287,7 +289,7 @@ async fn a_stale_token_writes_nothing_and_a_token_needs_an_authority() {
             .is_none()
     );
     let error = plain
-        .fenced(7)
+        .fenced(FencingToken::new(7))
         .create(config_map(&ns, "late", &[]))
         .await
         .unwrap_err();

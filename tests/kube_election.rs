@@ -25,7 +25,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tend::ObjectKey;
-use tend::client::{Client, ClientError, Fences};
+use tend::client::{Client, ClientError, Fences, FencingToken};
 use tend::election::{ElectionConfig, LeaderElector};
 use tend::kube::{ElectionBuildError, KubeElection, KubeSource};
 use tend::testing::Proxy;
@@ -87,7 +87,7 @@ async fn lease(client: &kube::Client, namespace: &str) -> Lease {
 
 /// Campaigns every candidate in a task of its own; each returns its index
 /// and token once elected.
-fn campaign_all(candidates: &[KubeElection]) -> JoinSet<(usize, u64)> {
+fn campaign_all(candidates: &[KubeElection]) -> JoinSet<(usize, FencingToken)> {
     let mut tasks = JoinSet::new();
     for (index, candidate) in candidates.iter().enumerate() {
         let candidate = candidate.clone();
@@ -98,10 +98,10 @@ fn campaign_all(candidates: &[KubeElection]) -> JoinSet<(usize, u64)> {
 
 /// The next candidate to win, within `limit`.
 async fn next_winner(
-    tasks: &mut JoinSet<(usize, u64)>,
+    tasks: &mut JoinSet<(usize, FencingToken)>,
     what: &str,
     limit: Duration,
-) -> (usize, u64) {
+) -> (usize, FencingToken) {
     within(what, limit, tasks.join_next())
         .await
         .expect("a campaign is running")

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tend::Informer;
+use tend::client::FencingToken;
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{Manager, ManagerError, UnsyncedCaches};
 use tend::memory::MemoryElectionGroup;
@@ -30,7 +31,7 @@ type Log = Arc<Mutex<Vec<String>>>;
 struct Recorder {
     tag: &'static str,
     log: Log,
-    tokens: Arc<Mutex<Vec<Option<u64>>>>,
+    tokens: Arc<Mutex<Vec<Option<FencingToken>>>>,
 }
 
 impl Recorder {
@@ -466,7 +467,11 @@ async fn a_standby_never_reconciles_and_takes_over_when_the_leader_resigns() {
         count(&log, "standby a") == 1
     })
     .await;
-    assert_eq!(*tokens.lock(), [Some(2)], "the new leader's fencing token");
+    assert_eq!(
+        *tokens.lock(),
+        [Some(FencingToken::new(2))],
+        "the new leader's fencing token"
+    );
     stop("the standby to stop", &stop_standby, standby).await;
 }
 
@@ -493,7 +498,7 @@ async fn a_standby_takes_over_when_the_leader_is_dropped() {
         count(&log, "standby a") == 1
     })
     .await;
-    assert_eq!(election.leader_token(), Some(2));
+    assert_eq!(election.leader_token(), Some(FencingToken::new(2)));
     stop("the standby to stop", &stop_standby, standby).await;
 }
 
@@ -509,7 +514,7 @@ async fn losing_the_leadership_cancels_in_flight_reconciles_and_fails_run() {
         count(&log, "leader stuck") == 1
     })
     .await;
-    assert_eq!(*tokens.lock(), [Some(1)]);
+    assert_eq!(*tokens.lock(), [Some(FencingToken::new(1))]);
 
     let deposed = Instant::now();
     election.depose();
@@ -574,8 +579,8 @@ impl tend::election::LeaderElector for CountingElector {
         "counting"
     }
 
-    async fn campaign(&self) -> Result<u64, tend::election::ElectionError> {
-        Ok(7)
+    async fn campaign(&self) -> Result<FencingToken, tend::election::ElectionError> {
+        Ok(FencingToken::new(7))
     }
 
     async fn lost(&self) {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tend::Informer;
+use tend::client::FencingToken;
 use tend::controller::{Action, Context, Controller, Environment, Reconciler};
 use tend::manager::{Manager, ManagerError};
 use tend::memory::MemoryElectionGroup;
@@ -32,7 +33,7 @@ struct Seen {
     replica: &'static str,
     controller: &'static str,
     key: String,
-    token: Option<u64>,
+    token: Option<FencingToken>,
     deleted: bool,
 }
 
@@ -166,7 +167,7 @@ async fn one_manager_runs_sharded_leader_only_and_everywhere_controllers_side_by
     for seen in log.lock().iter() {
         match seen.controller {
             "everywhere" => assert_eq!(seen.token, None, "{seen:?}"),
-            "leader" => assert_eq!(seen.token, Some(1), "{seen:?}"),
+            "leader" => assert_eq!(seen.token, Some(FencingToken::new(1)), "{seen:?}"),
             _ => assert!(seen.token.is_some(), "{seen:?}"),
         }
     }

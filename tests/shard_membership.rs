@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tend::client::{ClientError, Fences};
+use tend::client::{ClientError, Fences, FencingToken};
 use tend::memory::{MemoryMembership, MemoryMembershipGroup, MemoryStore};
 use tend::shard::{Membership, MembershipError, Shard, ShardCount};
 
@@ -23,7 +23,7 @@ use support::within;
 
 /// Whether `token` is a shard's current token in `group`, read from the
 /// owners the group reports.
-fn is_current(group: &MemoryMembershipGroup, token: u64) -> bool {
+fn is_current(group: &MemoryMembershipGroup, token: FencingToken) -> bool {
     group
         .shard_count()
         .shards()
@@ -95,7 +95,9 @@ async fn a_shard_has_one_owner_and_the_next_waits_for_its_release() {
             .is_err(),
         "b acquired a shard a still owns"
     );
-    a.release(shard(1), first + 100).await.unwrap();
+    a.release(shard(1), FencingToken::new(first.get() + 100))
+        .await
+        .unwrap();
     assert_eq!(
         group.owner(shard(1)).map(|(m, _)| m.to_string()),
         Some("a".into()),
@@ -201,8 +203,8 @@ proptest! {
             let group = MemoryMembershipGroup::new("model", four());
             let members: Vec<_> = ["a", "b", "c"].iter().map(|id| group.member(*id)).collect();
             let mut live = [false; 3];
-            let mut owners: BTreeMap<u32, (usize, u64)> = BTreeMap::new();
-            let mut issued: Vec<u64> = Vec::new();
+            let mut owners: BTreeMap<u32, (usize, FencingToken)> = BTreeMap::new();
+            let mut issued: Vec<FencingToken> = Vec::new();
             for step in steps {
                 match step {
                     Step::Join(m) => {
@@ -234,7 +236,7 @@ proptest! {
                     }
                     Step::Release(m, s) => {
                         let token = owners.get(&s).filter(|(o, _)| *o == m).map(|&(_, t)| t);
-                        members[m].release(shard(s), token.unwrap_or(0)).await.unwrap();
+                        members[m].release(shard(s), token.unwrap_or(FencingToken::new(0))).await.unwrap();
                         if token.is_some() {
                             owners.remove(&s);
                         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tend::client::{Client, ClientError};
+use tend::client::{Client, ClientError, FencingToken};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::{Manager, ManagerError};
 use tend::memory::MemoryMembershipGroup;
@@ -43,9 +43,9 @@ tend::impl_object!(Item, key: name: String, version: version);
 struct Record {
     replica: String,
     key: String,
-    token: Option<u64>,
+    token: Option<FencingToken>,
     /// The shard's owner and token in the membership when it started.
-    owner: Option<(MemberId, u64)>,
+    owner: Option<(MemberId, FencingToken)>,
     start: Instant,
     end: Instant,
     /// The reconcile was handed a deleted object's last state.
@@ -252,7 +252,7 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
     check_log(&log);
 
     // r1 leaves: its shards go to the others, only once it released them.
-    let r1_tokens: Vec<u64> = log
+    let r1_tokens: Vec<FencingToken> = log
         .lock()
         .iter()
         .filter(|r| r.replica == "r1")
@@ -416,7 +416,7 @@ async fn debug_shards_and_the_metrics_show_the_ownership() {
     assert_eq!(report["assigned"].as_array().map(Vec::len), Some(16));
     let owned = report["owned"].as_array().expect("owned shards");
     assert_eq!(owned.len(), 16);
-    let token = owned[0]["token"].as_u64().expect("a token");
+    let token = FencingToken::new(owned[0]["token"].as_u64().expect("a token"));
     let shard = group.shard_count().shard(0).expect("a shard");
     assert_eq!(group.owner(shard).map(|(_, t)| t), Some(token));
     let metrics = http::Exposition::parse(&http::get(address, "/metrics").await.body);

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::ClientError;
+use crate::client::FencingToken;
 use crate::object::{Object, Revision};
 use crate::source::Snapshot;
 
@@ -85,7 +86,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn create(
         &self,
         object: Self::Object,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Self::Object, ClientError>;
 
     /// Replaces a stored object provided its version is the stored one;
@@ -99,7 +100,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn update(
         &self,
         object: Self::Object,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Self::Object, ClientError>;
 
     /// Deletes the object stored under `key` (only at `version`, when
@@ -114,7 +115,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         key: &KeyOf<Self>,
         version: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError>;
 
     /// Writes the status part of `object` only, as [`update`](Backend::update)
@@ -127,7 +128,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn update_status(
         &self,
         object: Self::Object,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Self::Object, ClientError> {
         self.update(object, token).await
     }
@@ -144,7 +145,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         object: Self::Object,
         manager: &str,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Self::Object, ClientError> {
         let _ = (object, manager, token);
         Err(ClientError::Unsupported {

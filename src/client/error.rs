@@ -2,6 +2,7 @@
 
 use crate::error::BoxError;
 
+use crate::client::FencingToken;
 use crate::object::Revision;
 
 /// Why a [`Client`](super::Client) call failed.
@@ -55,7 +56,7 @@ pub enum ClientError {
     #[error("fencing token {token} is no longer current")]
     Fenced {
         /// The stale token.
-        token: u64,
+        token: FencingToken,
     },
     /// The write carried a fencing token, but the client was made without a
     /// fencing authority to check it against (see

@@ -1,5 +1,51 @@
-//! `Fencing`: the authority that says whether a fencing token is current;
+//! `FencingToken`: the number a leadership or a shard's ownership writes
+//! with; `Fencing`: the authority that says whether one is current;
 //! `Fences`: what a backend's `client_fenced_by` takes, by reference.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The number a leader (or a shard's owner) writes with: issued by an
+/// election's [`campaign`](crate::election::LeaderElector::campaign) or a
+/// membership's [`acquire`](crate::shard::Membership::acquire), handed to a
+/// reconcile as [`Context::fencing_token`](crate::controller::Context::fencing_token),
+/// and checked by a fenced [`Client`](super::Client) on every write. Tokens
+/// of one election (or one membership group) only grow, so a newer term
+/// compares greater.
+///
+/// ```
+/// use tend::client::FencingToken;
+///
+/// let old = FencingToken::new(7);
+/// let new = FencingToken::new(8);
+/// assert!(new > old);
+/// assert_eq!(new.get(), 8);
+/// assert_eq!(new.to_string(), "8");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// The token numbered `token`.
+    #[must_use]
+    pub const fn new(token: u64) -> Self {
+        Self(token)
+    }
+
+    /// Its number.
+    #[must_use]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
 
 /// Says whether a fencing token is the current leader's (or owner's).
 ///
@@ -18,29 +64,29 @@
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use tend::client::Fencing;
+/// use tend::client::{Fencing, FencingToken};
 ///
 /// /// The current token is the counter's value.
 /// #[derive(Debug, Default)]
 /// struct Epoch(AtomicU64);
 ///
 /// impl Fencing for Epoch {
-///     fn is_current(&self, token: u64) -> bool {
-///         self.0.load(Ordering::SeqCst) == token
+///     fn is_current(&self, token: FencingToken) -> bool {
+///         self.0.load(Ordering::SeqCst) == token.get()
 ///     }
 /// }
 ///
 /// let epoch = Arc::new(Epoch::default());
 /// epoch.0.store(2, Ordering::SeqCst);
-/// assert!(epoch.is_current(2) && !epoch.is_current(1));
+/// assert!(epoch.is_current(FencingToken::new(2)) && !epoch.is_current(FencingToken::new(1)));
 /// ```
 pub trait Fencing: Send + Sync + 'static {
     /// Whether `token` is current now.
-    fn is_current(&self, token: u64) -> bool;
+    fn is_current(&self, token: FencingToken) -> bool;
 }
 
 impl<F: Fencing + ?Sized> Fencing for std::sync::Arc<F> {
-    fn is_current(&self, token: u64) -> bool {
+    fn is_current(&self, token: FencingToken) -> bool {
         (**self).is_current(token)
     }
 }

@@ -52,7 +52,7 @@ use std::sync::Arc;
 
 pub use self::backend::{Backend, KeyOf};
 pub use self::error::ClientError;
-pub use self::fencing::{Fences, Fencing};
+pub use self::fencing::{Fences, Fencing, FencingToken};
 pub(crate) use self::finalizers::{Delete, Update, created, deleted, keep_mark, updated};
 pub use self::helpers::{Effect, Written};
 use crate::object::{Object, Revision};
@@ -104,7 +104,7 @@ pub const DEFAULT_CONFLICT_ATTEMPTS: NonZeroU32 = NonZeroU32::new(5).unwrap();
 /// ```
 pub struct Client<O: Object> {
     backend: Arc<dyn Backend<Object = O>>,
-    token: Option<u64>,
+    token: Option<FencingToken>,
     attempts: NonZeroU32,
     /// Told how each write ended (a reconcile's client: read-your-writes
     /// and the count of fenced writes refused).
@@ -195,7 +195,7 @@ impl<O: Object> Client<O> {
     /// fencing authority (`client_fenced_by` on memory and etcd), or every
     /// write fails with [`ClientError::NoFencing`].
     #[must_use]
-    pub fn fenced(&self, token: u64) -> Self {
+    pub fn fenced(&self, token: FencingToken) -> Self {
         Self {
             token: Some(token),
             ..self.clone()
@@ -213,7 +213,7 @@ impl<O: Object> Client<O> {
 
     /// The fencing token this handle's writes carry.
     #[must_use]
-    pub fn token(&self) -> Option<u64> {
+    pub fn token(&self) -> Option<FencingToken> {
         self.token
     }
 

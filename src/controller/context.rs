@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Triggers;
 use super::scope::{Record, Scope};
+use crate::client::FencingToken;
 use crate::client::{Client, WriteHook};
 use crate::informer::Cache;
 use crate::object::{Object, Revision};
@@ -23,7 +24,7 @@ pub struct Context<O: Object> {
     /// This reconcile's token (made on first use) and writes.
     pub(super) scope: Arc<Scope>,
     pub(super) caches: Arc<Caches>,
-    pub(super) fencing_token: Option<u64>,
+    pub(super) fencing_token: Option<FencingToken>,
     /// Whether writes through its clients are waited for.
     pub(super) read_your_writes: bool,
 }
@@ -173,7 +174,7 @@ impl<O: Object> Context<O> {
     /// the key's shard's token): pass it to writes that check it, so that a
     /// deposed owner's late write is refused. `None` for a controller that
     /// runs everywhere.
-    pub fn fencing_token(&self) -> Option<u64> {
+    pub fn fencing_token(&self) -> Option<FencingToken> {
         self.fencing_token
     }
 }

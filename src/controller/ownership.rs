@@ -38,6 +38,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::FencingToken;
 use crate::shard::{Shard, ShardCount, ShardKey};
 
 /// How many announcements of gained slots wait for a slow controller
@@ -65,7 +66,7 @@ struct Slot {
 #[derive(Default)]
 struct SlotState {
     /// The token while owned.
-    token: Option<u64>,
+    token: Option<FencingToken>,
     /// Reconciles of the slot's keys running now.
     running: usize,
     /// Cancelled when a handover's drain bound passes.
@@ -94,12 +95,12 @@ impl Slots {
     }
 
     /// The slot's token while this replica owns it.
-    pub(crate) fn token(&self, shard: Shard) -> Option<u64> {
+    pub(crate) fn token(&self, shard: Shard) -> Option<FencingToken> {
         self.slot(shard)?.state.lock().token
     }
 
     /// Every owned slot with its token.
-    pub(crate) fn owned(&self) -> Vec<(Shard, u64)> {
+    pub(crate) fn owned(&self) -> Vec<(Shard, FencingToken)> {
         self.count
             .shards()
             .filter_map(|shard| Some((shard, self.token(shard)?)))
@@ -109,7 +110,7 @@ impl Slots {
     /// The replica acquired `shard` with `token`: its keys may be reconciled.
     /// A new ownership gets a cancel token of its own: the last one's
     /// belongs to that ownership's handover, which may still cancel it.
-    pub(crate) fn gain(&self, shard: Shard, token: u64) {
+    pub(crate) fn gain(&self, shard: Shard, token: FencingToken) {
         if let Some(slot) = self.slot(shard) {
             let mut state = slot.state.lock();
             let new = state.token.is_none();
@@ -137,7 +138,7 @@ impl Slots {
     /// The replica is giving `shard` up: no reconcile of its keys starts
     /// from now on. Returns the token it was owned with, and the token that
     /// cancels the reconciles still running.
-    pub(crate) fn lose(&self, shard: Shard) -> Option<(u64, CancellationToken)> {
+    pub(crate) fn lose(&self, shard: Shard) -> Option<(FencingToken, CancellationToken)> {
         let slot = self.slot(shard)?;
         let mut state = slot.state.lock();
         let token = state.token.take()?;
@@ -233,7 +234,7 @@ pub(crate) struct Claim {
     owned: Arc<Slots>,
     shard: Shard,
     /// The slot's fencing token.
-    pub(crate) token: u64,
+    pub(crate) token: FencingToken,
     /// Cancelled when the slot's handover stops waiting for it.
     pub(crate) cancel: CancellationToken,
 }
@@ -398,7 +399,7 @@ mod tests {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Gain(u32, u64),
+        Gain(u32, FencingToken),
         Lose(u32),
         Claim(u32),
         /// Drops the claim at this index (modulo the live claims).
@@ -413,7 +414,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         let shard = 0..SHARDS + 2;
         prop_oneof![
-            2 => (shard.clone(), 1..4u64).prop_map(|(s, t)| Op::Gain(s, t)),
+            2 => (shard.clone(), 1..4u64).prop_map(|(s, t)| Op::Gain(s, FencingToken::new(t))),
             2 => shard.clone().prop_map(Op::Lose),
             3 => shard.clone().prop_map(Op::Claim),
             3 => any::<usize>().prop_map(Op::Drop),
@@ -425,7 +426,7 @@ mod tests {
     /// One shard as the model sees it.
     #[derive(Debug, Default)]
     struct ModelShard {
-        token: Option<u64>,
+        token: Option<FencingToken>,
         /// Counts ownerships: a gain of a shard not owned starts one.
         ownership: u64,
         /// What the last `lose` returned: the ownership it ended and its
@@ -567,7 +568,7 @@ mod tests {
         /// `drained` ready exactly for the shards with no claim running, and
         /// a waiter woken by the drop of its shard's last claim.
         fn check(&mut self) -> Result<(), TestCaseError> {
-            let expected: Vec<(Shard, u64)> = (0..SHARDS)
+            let expected: Vec<(Shard, FencingToken)> = (0..SHARDS)
                 .filter_map(|i| Some((self.shard(i), self.model[i as usize].token?)))
                 .collect();
             prop_assert_eq!(self.owned.owned(), expected);
@@ -655,11 +656,11 @@ mod tests {
         let owned = Arc::new(Slots::new(ShardCount::new(4).unwrap()));
         let shard = owned.count().shard(1).unwrap();
         assert!(owned.claim(shard).is_none(), "not owned yet");
-        owned.gain(shard, 7);
+        owned.gain(shard, FencingToken::new(7));
         let claim = owned.claim(shard).expect("owned");
-        assert_eq!(claim.token, 7);
+        assert_eq!(claim.token, FencingToken::new(7));
         let (token, cancel) = owned.lose(shard).expect("was owned");
-        assert_eq!(token, 7);
+        assert_eq!(token, FencingToken::new(7));
         assert!(owned.claim(shard).is_none(), "no claim after the loss");
         let drained = tokio::time::timeout(std::time::Duration::from_secs(1), owned.drained(shard));
         assert!(drained.await.is_err(), "drained with a claim running");
@@ -669,7 +670,7 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), owned.drained(shard))
             .await
             .expect("drained once the claim ended");
-        owned.gain(shard, 9);
+        owned.gain(shard, FencingToken::new(9));
         assert!(
             !owned.claim(shard).unwrap().cancel.is_cancelled(),
             "a fresh cancel token"
@@ -680,9 +681,9 @@ mod tests {
     fn a_late_cancel_of_a_handover_spares_the_next_ownerships_claims() {
         let owned = Arc::new(Slots::new(ShardCount::new(1).unwrap()));
         let shard = owned.count().shard(0).unwrap();
-        owned.gain(shard, 1);
+        owned.gain(shard, FencingToken::new(1));
         let (_, handover) = owned.lose(shard).expect("was owned");
-        owned.gain(shard, 1);
+        owned.gain(shard, FencingToken::new(1));
         let claim = owned.claim(shard).expect("owned again");
         handover.cancel();
         assert!(

@@ -10,6 +10,7 @@ mod config;
 
 use async_trait::async_trait;
 
+use crate::client::FencingToken;
 use crate::error::BoxError;
 
 pub use self::config::{ElectionConfig, ElectionConfigError};
@@ -76,7 +77,7 @@ pub trait LeaderElector: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// Must be cancel safe: dropping the future withdraws the candidacy.
-    async fn campaign(&self) -> Result<u64, ElectionError>;
+    async fn campaign(&self) -> Result<FencingToken, ElectionError>;
 
     /// Resolves once the leadership won by the last
     /// [`campaign`](LeaderElector::campaign) is lost (at once if this

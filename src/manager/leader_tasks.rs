@@ -10,6 +10,7 @@ use super::ManagerError;
 use super::group::Exit;
 use super::metrics::Metrics;
 use super::runnable::Task;
+use crate::client::FencingToken;
 use crate::placement::Leadership;
 
 /// Follows the leadership's term for the leader-only tasks.
@@ -25,7 +26,7 @@ pub(super) struct LeaderTasks {
 /// Leader-only tasks started in one term.
 struct Term {
     /// The term's fencing token.
-    token: u64,
+    token: FencingToken,
     cancel: CancellationToken,
     tasks: JoinSet<Exit>,
 }
@@ -77,7 +78,7 @@ impl LeaderTasks {
         self.stop().await
     }
 
-    fn start(&mut self, token: u64) {
+    fn start(&mut self, token: FencingToken) {
         let cancel = CancellationToken::new();
         let mut set = JoinSet::new();
         for task in &mut self.tasks {

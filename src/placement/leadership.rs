@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
+use crate::client::FencingToken;
 use crate::controller::{LoseAllOnDrop, Ownership, Slots};
 use crate::election::LeaderElector;
 use crate::shard::ShardCount;
@@ -33,7 +34,7 @@ struct Inner {
     elector: Arc<dyn LeaderElector>,
     /// One slot: the leadership.
     owned: Arc<Slots>,
-    term: watch::Sender<Option<u64>>,
+    term: watch::Sender<Option<FencingToken>>,
     again: AtomicBool,
 }
 
@@ -91,7 +92,7 @@ impl Leadership {
     /// The leader's fencing token while this replica leads, `None` while
     /// it stands by; changes as it wins and loses.
     #[must_use]
-    pub fn term(&self) -> watch::Receiver<Option<u64>> {
+    pub fn term(&self) -> watch::Receiver<Option<FencingToken>> {
         self.inner.term.subscribe()
     }
 
@@ -135,7 +136,7 @@ impl Leadership {
                 won = elector.campaign() => won.map_err(PlacementError::Election)?,
                 () = stop.cancelled() => return Ok(()),
             };
-            tracing::info!(election = self.name(), token, "leading");
+            tracing::info!(election = self.name(), %token, "leading");
             self.set(Some(token));
             tokio::select! {
                 biased;
@@ -163,7 +164,7 @@ impl Leadership {
     }
 
     /// Publishes the term: the slot owned with `token`, or not owned.
-    fn set(&self, token: Option<u64>) {
+    fn set(&self, token: Option<FencingToken>) {
         let slot = self.inner.owned.count().shard_of(&0_u64);
         match token {
             Some(token) => self.inner.owned.gain(slot, token),

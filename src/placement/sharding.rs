@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
+use crate::client::FencingToken;
 use crate::controller::{LoseAllOnDrop, Ownership, Slots};
 use crate::shard::{
     Assignment, MemberId, Membership, MembershipError, Shard, ShardCount, ShardKey,
@@ -306,7 +307,7 @@ pub struct OwnedShard {
     /// The shard's index.
     pub shard: u32,
     /// Its fencing token.
-    pub token: u64,
+    pub token: FencingToken,
 }
 
 /// One acquisition's end: its shard, its number, when the shard was
@@ -315,7 +316,7 @@ struct Acquired {
     shard: Shard,
     number: u64,
     assigned: Instant,
-    result: Result<u64, MembershipError>,
+    result: Result<FencingToken, MembershipError>,
 }
 
 /// The sharding task's state: what it is acquiring and draining.
@@ -331,7 +332,7 @@ struct Follower {
     drained: JoinSet<(Shard, bool)>,
     /// Per shard, the last token handed over or given back: a late result
     /// of an acquisition with it (or an older one) is stale.
-    retired: HashMap<Shard, u64>,
+    retired: HashMap<Shard, FencingToken>,
 }
 
 impl Follower {
@@ -481,7 +482,7 @@ impl Follower {
                 self.sharding.owned.gain(shard, token);
                 self.observer()
                     .acquired(membership.group(), assigned.elapsed());
-                tracing::info!(group = membership.group(), %shard, token, "acquired a shard");
+                tracing::info!(group = membership.group(), %shard, %token, "acquired a shard");
                 gained.push(shard);
             }
             // Moved away while waiting: give it back at once.
@@ -501,7 +502,7 @@ impl Follower {
     /// Releases `token` of `shard`, which this replica is not to keep;
     /// bounded, so that a hanging backend does not stop the loop (the
     /// shard is freed when the membership ends then).
-    async fn give_back(&mut self, shard: Shard, token: u64) {
+    async fn give_back(&mut self, shard: Shard, token: FencingToken) {
         let released = release(&*self.sharding.membership, shard, token);
         if tokio::time::timeout(LEAVE_TIMEOUT, released)
             .await
@@ -603,10 +604,10 @@ impl Follower {
 }
 
 /// Whether the release succeeded.
-async fn release(membership: &dyn Membership, shard: Shard, token: u64) -> bool {
+async fn release(membership: &dyn Membership, shard: Shard, token: FencingToken) -> bool {
     match membership.release(shard, token).await {
         Ok(()) => {
-            tracing::info!(group = membership.group(), %shard, token, "released a shard");
+            tracing::info!(group = membership.group(), %shard, %token, "released a shard");
             true
         }
         // Freed when the membership ends instead.

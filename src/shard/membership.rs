@@ -5,6 +5,7 @@ use tokio::sync::watch;
 
 use super::assignment::MemberId;
 use super::count::Shard;
+use crate::client::FencingToken;
 use crate::error::BoxError;
 
 /// Why a membership call failed.
@@ -98,7 +99,7 @@ pub trait Membership: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// Must be cancel safe: a dropped call acquires nothing.
-    async fn acquire(&self, shard: Shard) -> Result<u64, MembershipError>;
+    async fn acquire(&self, shard: Shard) -> Result<FencingToken, MembershipError>;
 
     /// Gives `shard` up, if this member owns it with `token` (harmless
     /// otherwise), so that its next owner can acquire it at once.
@@ -107,7 +108,7 @@ pub trait Membership: Send + Sync + 'static {
     ///
     /// [`MembershipError::Backend`]; the shard is then freed when this
     /// member's membership ends.
-    async fn release(&self, shard: Shard, token: u64) -> Result<(), MembershipError>;
+    async fn release(&self, shard: Shard, token: FencingToken) -> Result<(), MembershipError>;
 
     /// Resolves once this member's membership has ended (at once when not
     /// a member): every shard it owned is lost, and its tokens are stale.

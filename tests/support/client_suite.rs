@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use tend::client::{Backend, Client, ClientError, Effect};
+use tend::client::{Backend, Client, ClientError, Effect, FencingToken};
 use tend::{Deletion, Lifecycle, Object, Revision, Snapshot};
 
 /// A small object, storable as JSON.
@@ -281,7 +281,7 @@ impl Backend for Rival {
         self.inner.list().await
     }
 
-    async fn create(&self, object: Item, token: Option<u64>) -> Result<Item, ClientError> {
+    async fn create(&self, object: Item, token: Option<FencingToken>) -> Result<Item, ClientError> {
         assert_eq!(token, None);
         if take(&self.rival_creates) {
             self.inner.create(item(&object.name, 500)).await.unwrap();
@@ -289,7 +289,7 @@ impl Backend for Rival {
         self.inner.create(object).await
     }
 
-    async fn update(&self, object: Item, token: Option<u64>) -> Result<Item, ClientError> {
+    async fn update(&self, object: Item, token: Option<FencingToken>) -> Result<Item, ClientError> {
         assert_eq!(token, None);
         self.updates.fetch_add(1, Ordering::SeqCst);
         if take(&self.rival_updates) {
@@ -304,7 +304,7 @@ impl Backend for Rival {
         &self,
         key: &String,
         version: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         assert_eq!(token, None);
         match version {
@@ -457,8 +457,8 @@ pub async fn a_change_that_moves_the_key_is_refused(client: Client<Item>) {
 
 pub async fn a_token_without_a_fencing_authority_is_refused(client: Client<Item>) {
     let a = client.create(item("a", 1)).await.unwrap();
-    let fenced = client.fenced(1);
-    assert_eq!(fenced.token(), Some(1));
+    let fenced = client.fenced(FencingToken::new(1));
+    assert_eq!(fenced.token(), Some(FencingToken::new(1)));
     assert!(matches!(
         fenced.create(item("b", 1)).await,
         Err(ClientError::NoFencing)

@@ -136,7 +136,7 @@ impl Reconciler<ReplicaSet> for Replicas {
                 "[{}] reconcile {} (token {}): {} pods, want {}: {}",
                 self.identity,
                 ctx.key(),
-                pods.token().unwrap_or(0),
+                pods.token().map_or(0, |token| token.get()),
                 owned.len(),
                 desired,
                 did.join(", ")

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tend::client::FencingToken;
 use tend::shard::{Membership, MembershipError, Shard, ShardCount};
 
 use super::within;
@@ -62,7 +63,7 @@ pub async fn members_see_joins_and_leaves_as_one_sorted_set<M: Membership>(
 /// shard.
 pub async fn a_shard_has_one_owner_and_the_next_waits_for_its_release<M: Membership>(
     make: impl Fn(&str) -> M,
-    is_current: impl Fn(&M, u64) -> bool,
+    is_current: impl Fn(&M, FencingToken) -> bool,
     idle: Duration,
 ) {
     let (a, b) = (make("a"), make("b"));
@@ -81,7 +82,9 @@ pub async fn a_shard_has_one_owner_and_the_next_waits_for_its_release<M: Members
         tokio::time::timeout(idle, &mut waiting).await.is_err(),
         "b acquired a shard a still owns"
     );
-    a.release(shard(1), first + 100).await.unwrap();
+    a.release(shard(1), FencingToken::new(first.get() + 100))
+        .await
+        .unwrap();
     assert!(
         is_current(&a, first),
         "a release with another token does nothing"
@@ -98,7 +101,7 @@ pub async fn tokens_grow_across_shards_and_acquisitions<M: Membership>(make: imp
     let (a, b) = (make("a"), make("b"));
     a.join().await.unwrap();
     b.join().await.unwrap();
-    let mut last = 0;
+    let mut last = FencingToken::new(0);
     for (index, member) in [(0, &a), (1, &b), (2, &a), (3, &b)] {
         let token = member.acquire(shard(index)).await.unwrap();
         assert!(token > last, "token {token} of shard {index} after {last}");

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode_value, revision};
 use super::fence::{Fence, FenceAuthority};
 use super::source::{EtcdSource, Shared};
+use crate::client::FencingToken;
 use crate::client::{self, Backend, Client, ClientError, Delete, Update};
 use crate::object::{Object, Revision};
 use crate::source::{Snapshot, Source};
@@ -138,7 +139,7 @@ where
         source.list().await.map_err(|error| self.unavailable(error))
     }
 
-    async fn create(&self, mut object: O, token: Option<u64>) -> Result<O, ClientError> {
+    async fn create(&self, mut object: O, token: Option<FencingToken>) -> Result<O, ClientError> {
         client::created(&mut object);
         let key = self.etcd_key(&object.key())?;
         let value = self.encode(&object)?;
@@ -153,7 +154,7 @@ where
         Ok(stored)
     }
 
-    async fn update(&self, object: O, token: Option<u64>) -> Result<O, ClientError> {
+    async fn update(&self, object: O, token: Option<FencingToken>) -> Result<O, ClientError> {
         let key = self.etcd_key(&object.key())?;
         let at = object.version();
         // Types with finalizers: the rules need the stored object; the
@@ -189,7 +190,7 @@ where
         &self,
         key: &O::Key,
         expected: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         // An unversioned delete of an object with finalizers compares the
         // version it read: a write in between is a conflict to read again
@@ -218,7 +219,7 @@ where
         &self,
         key: &O::Key,
         expected: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         let etcd_key = self.etcd_key(key)?;
         let stored = self.stored(key).await?;
@@ -297,7 +298,7 @@ where
         &self,
         mut plan: Plan,
         key: &O::Key,
-        token: Option<u64>,
+        token: Option<FencingToken>,
         expected: Option<Revision>,
     ) -> Result<Revision, ClientError> {
         let mut reads = vec![TxnOp::get(plan.key.clone(), None::<GetOptions>)];

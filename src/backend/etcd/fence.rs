@@ -6,6 +6,7 @@ use etcd_client::{Compare, TxnOp, TxnOpResponse};
 
 use super::election::EtcdElection;
 use super::membership::EtcdMembership;
+use crate::client::FencingToken;
 
 /// What makes a write fenced by a token: comparisons that hold while the
 /// token is current in etcd (each compares a key's create revision with
@@ -16,14 +17,14 @@ pub(super) struct Fence {
     pub(super) compares: Vec<Compare>,
     /// Added to the end of the write's `or_else` operations.
     pub(super) reads: Vec<TxnOp>,
-    token: u64,
+    token: FencingToken,
 }
 
 impl Fence {
     /// A fence of `token`: `compares` hold while it is current; each of
     /// `reads` reads one key that has the token as its create revision
     /// while it is.
-    pub(super) fn new(token: u64, compares: Vec<Compare>, reads: Vec<TxnOp>) -> Self {
+    pub(super) fn new(token: FencingToken, compares: Vec<Compare>, reads: Vec<TxnOp>) -> Self {
         Self {
             compares,
             reads,
@@ -32,7 +33,7 @@ impl Fence {
     }
 
     /// The token the fence checks.
-    pub(super) fn token(&self) -> u64 {
+    pub(super) fn token(&self) -> FencingToken {
         self.token
     }
 
@@ -40,7 +41,7 @@ impl Fence {
     /// to [`reads`](Self::reads) (in order): each read a key with the token
     /// as its create revision. An unreadable answer counts as not holding.
     pub(super) fn held(&self, reads: &[TxnOpResponse]) -> bool {
-        let token = i64::try_from(self.token).ok();
+        let token = revision_of(self.token);
         reads.len() == self.reads.len()
             && reads.iter().all(|read| match read {
                 TxnOpResponse::Get(get) => {
@@ -71,7 +72,7 @@ enum Authority {
 impl FenceAuthority {
     /// The fence of a write with `token`: `None` when the authority says
     /// at once (before its local deadline) that the token is not current.
-    pub(super) fn fence(&self, token: u64) -> Option<Fence> {
+    pub(super) fn fence(&self, token: FencingToken) -> Option<Fence> {
         match &self.0 {
             Authority::Election(election) => election.fence(token),
             Authority::Membership(membership) => membership.fence(token),
@@ -89,4 +90,15 @@ impl From<&EtcdMembership> for FenceAuthority {
     fn from(membership: &EtcdMembership) -> Self {
         Self(Authority::Membership(membership.clone()))
     }
+}
+
+/// The fencing token a key's create revision stands for (etcd's
+/// revisions are positive; `None` for one that is not).
+pub(super) fn token_of(revision: i64) -> Option<FencingToken> {
+    u64::try_from(revision).ok().map(FencingToken::new)
+}
+
+/// The create revision a fencing token stands for.
+pub(super) fn revision_of(token: FencingToken) -> Option<i64> {
+    i64::try_from(token.get()).ok()
 }

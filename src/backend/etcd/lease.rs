@@ -9,6 +9,7 @@
 use etcd_client::{Client, GetOptions, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
+use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 
 /// What a holder holds now, read by the keeper before each renewal.
@@ -17,7 +18,7 @@ pub(super) struct Held {
     pub(super) renewed: Instant,
     /// A key that must still exist with this create revision (the leader's
     /// key), read back after each renewal.
-    pub(super) key: Option<(Vec<u8>, u64)>,
+    pub(super) key: Option<(Vec<u8>, FencingToken)>,
 }
 
 /// The state a lease is kept alive for, shared with the keeper.
@@ -108,7 +109,7 @@ pub(super) async fn revoke_quietly(
 async fn owns_key(
     kv: &mut etcd_client::KvClient,
     key: &[u8],
-    token: u64,
+    token: FencingToken,
 ) -> Result<bool, etcd_client::Error> {
     let response = kv
         .get(key, Some(GetOptions::new().with_keys_only()))
@@ -117,7 +118,7 @@ async fn owns_key(
         .kvs()
         .first()
         .map(etcd_client::KeyValue::create_revision);
-    Ok(created.and_then(|revision| u64::try_from(revision).ok()) == Some(token))
+    Ok(created.and_then(super::fence::token_of) == Some(token))
 }
 
 /// One renewal; `Ok(false)` when etcd says the lease is gone.

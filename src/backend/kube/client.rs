@@ -10,6 +10,7 @@ use kube::api::{DeleteParams, PatchParams, Preconditions};
 
 use super::endpoint::{Endpoint, KubeResource, is_missing};
 use super::object::{key_of, revision_of};
+use crate::client::FencingToken;
 use crate::client::{Backend, Client, ClientError, Fencing};
 use crate::object::{Object, ObjectKey, Revision};
 use crate::source::{Snapshot, Source};
@@ -41,7 +42,7 @@ where
     }
 
     /// Refuses a write whose token is stale, just before it is sent.
-    fn check(&self, token: Option<u64>) -> Result<(), ClientError> {
+    fn check(&self, token: Option<FencingToken>) -> Result<(), ClientError> {
         let Some(token) = token else {
             return Ok(());
         };
@@ -99,7 +100,12 @@ where
         }
     }
 
-    async fn replace(&self, object: K, token: Option<u64>, status: bool) -> Result<K, ClientError> {
+    async fn replace(
+        &self,
+        object: K,
+        token: Option<FencingToken>,
+        status: bool,
+    ) -> Result<K, ClientError> {
         let (key, expected) = (key_of(&object), object.version());
         // No version would make Kubernetes write unconditionally.
         if expected == Revision::ZERO {
@@ -143,7 +149,7 @@ where
             .map_err(|error| ClientError::unavailable(self.name(), error))
     }
 
-    async fn create(&self, mut object: K, token: Option<u64>) -> Result<K, ClientError> {
+    async fn create(&self, mut object: K, token: Option<FencingToken>) -> Result<K, ClientError> {
         let key = key_of(&object);
         // A create names no version; the server refuses one that does.
         object.set_version(Revision::ZERO);
@@ -154,11 +160,15 @@ where
         }
     }
 
-    async fn update(&self, object: K, token: Option<u64>) -> Result<K, ClientError> {
+    async fn update(&self, object: K, token: Option<FencingToken>) -> Result<K, ClientError> {
         self.replace(object, token, false).await
     }
 
-    async fn update_status(&self, object: K, token: Option<u64>) -> Result<K, ClientError> {
+    async fn update_status(
+        &self,
+        object: K,
+        token: Option<FencingToken>,
+    ) -> Result<K, ClientError> {
         self.replace(object, token, true).await
     }
 
@@ -166,7 +176,7 @@ where
         &self,
         mut object: K,
         manager: &str,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<K, ClientError> {
         let key = key_of(&object);
         // Apply merges by field ownership, not by version.
@@ -184,7 +194,7 @@ where
         &self,
         key: &ObjectKey,
         version: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         let mut params = DeleteParams::background();
         if let Some(version) = version {

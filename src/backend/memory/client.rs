@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 use super::table::Table;
+use crate::client::FencingToken;
 use crate::client::{Backend, Client, ClientError, Fences, Fencing};
 use crate::object::{Object, Revision};
 use crate::source::Snapshot;
@@ -73,7 +74,7 @@ impl<O: Object> MemoryStore<O> {
     fn write<T>(
         &self,
         fencing: Option<&dyn Fencing>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
         op: impl FnOnce(&mut Table<O>) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
         let mut table = self.shared.table.lock();
@@ -109,7 +110,7 @@ impl<O: Object> fmt::Debug for MemoryBackend<O> {
 impl<O: Object> MemoryBackend<O> {
     fn write<T>(
         &self,
-        token: Option<u64>,
+        token: Option<FencingToken>,
         op: impl FnOnce(&mut Table<O>) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
         self.store.write(self.fencing.as_deref(), token, op)
@@ -136,11 +137,11 @@ impl<O: Object> Backend for MemoryBackend<O> {
         Ok(self.store.snapshot())
     }
 
-    async fn create(&self, object: O, token: Option<u64>) -> Result<O, ClientError> {
+    async fn create(&self, object: O, token: Option<FencingToken>) -> Result<O, ClientError> {
         self.write(token, |table| table.create(object))
     }
 
-    async fn update(&self, object: O, token: Option<u64>) -> Result<O, ClientError> {
+    async fn update(&self, object: O, token: Option<FencingToken>) -> Result<O, ClientError> {
         self.write(token, |table| table.update(object))
     }
 
@@ -148,7 +149,7 @@ impl<O: Object> Backend for MemoryBackend<O> {
         &self,
         key: &O::Key,
         version: Option<Revision>,
-        token: Option<u64>,
+        token: Option<FencingToken>,
     ) -> Result<Revision, ClientError> {
         self.write(token, |table| table.delete(key, version))
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+use crate::client::FencingToken;
 use crate::client::{Fences, Fencing};
 use crate::election::{ElectionError, LeaderElector};
 
@@ -34,9 +35,9 @@ struct Term {
 ///
 /// let election = MemoryElectionGroup::new("my-operator");
 /// let (a, b) = (election.candidate(), election.candidate());
-/// assert_eq!(a.campaign().await.unwrap(), 1);
+/// assert_eq!(a.campaign().await.unwrap().get(), 1);
 /// a.resign().await.unwrap();
-/// assert_eq!(b.campaign().await.unwrap(), 2);
+/// assert_eq!(b.campaign().await.unwrap().get(), 2);
 /// # }
 /// ```
 #[derive(Clone)]
@@ -74,9 +75,9 @@ impl MemoryElectionGroup {
 
     /// The current leader's fencing token, or `None` when no one leads.
     #[must_use]
-    pub fn leader_token(&self) -> Option<u64> {
+    pub fn leader_token(&self) -> Option<FencingToken> {
         let term = *self.shared.term.borrow();
-        term.leader.map(|_| term.token)
+        term.leader.map(|_| FencingToken::new(term.token))
     }
 
     /// Takes the leadership away from the current leader, as an expired
@@ -132,18 +133,18 @@ impl LeaderElector for MemoryElection {
         &self.election.shared.name
     }
 
-    async fn campaign(&self) -> Result<u64, ElectionError> {
+    async fn campaign(&self) -> Result<FencingToken, ElectionError> {
         let mut changes = self.election.shared.term.subscribe();
         loop {
             let mut token = None;
             self.election.shared.term.send_if_modified(|term| {
                 if term.leader == Some(self.id) {
-                    token = Some(term.token);
+                    token = Some(FencingToken::new(term.token));
                     false
                 } else if term.leader.is_none() {
                     term.leader = Some(self.id);
                     term.token += 1;
-                    token = Some(term.token);
+                    token = Some(FencingToken::new(term.token));
                     true
                 } else {
                     false
@@ -190,7 +191,7 @@ impl Fences for MemoryElection {
 struct LeaderToken(MemoryElectionGroup);
 
 impl Fencing for LeaderToken {
-    fn is_current(&self, token: u64) -> bool {
+    fn is_current(&self, token: FencingToken) -> bool {
         self.0.leader_token() == Some(token)
     }
 }

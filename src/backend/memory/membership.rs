@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+use crate::client::FencingToken;
 use crate::client::{Fences, Fencing};
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 
@@ -14,7 +15,7 @@ use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 #[derive(Debug, Clone)]
 struct Owner {
     member: MemberId,
-    token: u64,
+    token: FencingToken,
 }
 
 /// The group's state, changed under the watch's lock.
@@ -24,7 +25,7 @@ struct State {
     /// One entry per shard.
     owners: Vec<Option<Owner>>,
     /// The current tokens and their shards' indexes.
-    current: HashMap<u64, usize>,
+    current: HashMap<FencingToken, usize>,
     last_token: u64,
 }
 
@@ -124,7 +125,7 @@ impl MemoryMembershipGroup {
 
     /// The owner of `shard` and its token, if any.
     #[must_use]
-    pub fn owner(&self, shard: Shard) -> Option<(MemberId, u64)> {
+    pub fn owner(&self, shard: Shard) -> Option<(MemberId, FencingToken)> {
         let state = self.shared.state.borrow();
         let owner = state.owners.get(index(shard)?)?.as_ref()?;
         Some((owner.member.clone(), owner.token))
@@ -173,7 +174,7 @@ impl Changed for bool {
 }
 
 /// An acquisition attempt: the token, and whether it is a new one.
-impl Changed for Result<Option<(u64, bool)>, MembershipError> {
+impl Changed for Result<Option<(FencingToken, bool)>, MembershipError> {
     fn changed(&self) -> bool {
         matches!(self, Ok(Some((_, true))))
     }
@@ -210,7 +211,7 @@ impl Fences for MemoryMembership {
 struct ShardTokens(MemoryMembershipGroup);
 
 impl Fencing for ShardTokens {
-    fn is_current(&self, token: u64) -> bool {
+    fn is_current(&self, token: FencingToken) -> bool {
         self.0.shared.state.borrow().current.contains_key(&token)
     }
 }
@@ -228,14 +229,14 @@ impl MemoryMembership {
     /// # Errors
     ///
     /// As [`Membership::acquire`].
-    pub fn try_acquire(&self, shard: Shard) -> Result<Option<u64>, MembershipError> {
+    pub fn try_acquire(&self, shard: Shard) -> Result<Option<FencingToken>, MembershipError> {
         let attempt = self.group.change(|state| self.attempt(state, shard));
         attempt.map(|won| won.map(|(token, _)| token))
     }
 
     /// The shards this member owns, with their tokens, in order.
     #[must_use]
-    pub fn owned(&self) -> Vec<(Shard, u64)> {
+    pub fn owned(&self) -> Vec<(Shard, FencingToken)> {
         let state = self.group.shared.state.borrow();
         self.group
             .shared
@@ -253,7 +254,7 @@ impl MemoryMembership {
         &self,
         state: &mut State,
         shard: Shard,
-    ) -> Result<Option<(u64, bool)>, MembershipError> {
+    ) -> Result<Option<(FencingToken, bool)>, MembershipError> {
         let group = &self.group.shared.group;
         if !state.live.contains(&self.id) {
             return Err(MembershipError::NotJoined {
@@ -266,7 +267,8 @@ impl MemoryMembership {
             shard,
         };
         let at = index(shard).ok_or_else(unknown)?;
-        let next = state.last_token + 1;
+        let number = state.last_token + 1;
+        let next = FencingToken::new(number);
         let slot = state.owners.get_mut(at).ok_or_else(unknown)?;
         match slot {
             Some(owner) if owner.member == self.id => Ok(Some((owner.token, false))),
@@ -276,7 +278,7 @@ impl MemoryMembership {
                     member: self.id.clone(),
                     token: next,
                 });
-                state.last_token = next;
+                state.last_token = number;
                 state.current.insert(next, at);
                 Ok(Some((next, true)))
             }
@@ -304,7 +306,7 @@ impl Membership for MemoryMembership {
         self.group.shared.members.subscribe()
     }
 
-    async fn acquire(&self, shard: Shard) -> Result<u64, MembershipError> {
+    async fn acquire(&self, shard: Shard) -> Result<FencingToken, MembershipError> {
         // Subscribed before each attempt: a release after it wakes us.
         let mut changes = self.group.shared.state.subscribe();
         loop {
@@ -316,7 +318,7 @@ impl Membership for MemoryMembership {
         }
     }
 
-    async fn release(&self, shard: Shard, token: u64) -> Result<(), MembershipError> {
+    async fn release(&self, shard: Shard, token: FencingToken) -> Result<(), MembershipError> {
         self.group.change(|state| {
             let Some(slot) = index(shard).and_then(|at| state.owners.get_mut(at)) else {
                 return false;

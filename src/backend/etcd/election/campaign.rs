@@ -12,6 +12,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::lease::Candidate;
 use super::{Candidacy, EtcdElection, Phase, Term};
+use crate::client::FencingToken;
 use crate::election::ElectionError;
 use crate::etcd::lease::keep_alive;
 use crate::etcd::prefix_end;
@@ -57,7 +58,7 @@ impl Drop for CampaignGuard<'_> {
 impl EtcdElection {
     /// Campaigns until elected: retries transient failures every retry
     /// period, fails on a refusal.
-    pub(super) async fn campaign_until_elected(&self) -> Result<u64, ElectionError> {
+    pub(super) async fn campaign_until_elected(&self) -> Result<FencingToken, ElectionError> {
         if let Some(token) = self.token() {
             return Ok(token);
         }
@@ -69,7 +70,7 @@ impl EtcdElection {
             match self.attempt().await {
                 Ok(token) => {
                     guard.armed = false;
-                    tracing::info!(election = %self.inner.name, token, "elected");
+                    tracing::info!(election = %self.inner.name, %token, "elected");
                     return Ok(token);
                 }
                 Err(Attempt::Etcd(error)) if is_refusal(&error) => {
@@ -92,7 +93,7 @@ impl EtcdElection {
     }
 
     /// One campaign: a new lease and key, then wait for our turn.
-    async fn attempt(&self) -> Result<u64, Attempt> {
+    async fn attempt(&self) -> Result<FencingToken, Attempt> {
         let inner = &self.inner;
         let sent = Instant::now();
         let granted = self
@@ -127,7 +128,7 @@ impl EtcdElection {
         });
         let created = self.create_key(&key, lease).await?;
         self.wait_turn(&key, created).await?;
-        let token = u64::try_from(created).unwrap_or(0);
+        let token = super::super::fence::token_of(created).unwrap_or(FencingToken::new(0));
         let won = inner.term.send_if_modified(|term| {
             let alive = term.lease_alive && Instant::now() < self.deadline(term);
             if alive {

@@ -5,18 +5,19 @@
 use etcd_client::{Compare, CompareOp, GetOptions, SortOrder, SortTarget, TxnOp};
 
 use super::EtcdElection;
+use crate::client::FencingToken;
 use crate::etcd::fence::Fence;
 use crate::etcd::prefix_end;
 
 impl EtcdElection {
     /// The fence of a write with `token`: `None` unless this candidate
     /// leads with `token` now (before its local deadline).
-    pub(in crate::backend::etcd) fn fence(&self, token: u64) -> Option<Fence> {
+    pub(in crate::backend::etcd) fn fence(&self, token: FencingToken) -> Option<Fence> {
         if self.token() != Some(token) {
             return None;
         }
         let key = self.inner.candidacy.lock().as_ref()?.key.clone();
-        let created = i64::try_from(token).ok()?;
+        let created = super::super::fence::revision_of(token)?;
         let prefix = &self.inner.prefix;
         let oldest = GetOptions::new()
             .with_range(prefix_end(prefix))

@@ -20,6 +20,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::prefix_end;
+use crate::client::FencingToken;
 use crate::election::{ElectionConfig, ElectionError, LeaderElector};
 use crate::error::BoxError;
 
@@ -28,7 +29,7 @@ use crate::error::BoxError;
 enum Phase {
     Idle,
     Campaigning,
-    Leading(u64),
+    Leading(FencingToken),
     Lost,
 }
 
@@ -242,7 +243,7 @@ impl EtcdElection {
 
     /// This candidate's fencing token while it leads.
     #[must_use]
-    pub fn token(&self) -> Option<u64> {
+    pub fn token(&self) -> Option<FencingToken> {
         let term = *self.inner.term.borrow();
         match term.phase {
             Phase::Leading(token) if Instant::now() < self.deadline(&term) => Some(token),
@@ -307,7 +308,7 @@ impl LeaderElector for EtcdElection {
         &self.inner.name
     }
 
-    async fn campaign(&self) -> Result<u64, ElectionError> {
+    async fn campaign(&self) -> Result<FencingToken, ElectionError> {
         self.campaign_until_elected().await
     }
 

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 use crate::error::BoxError;
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
@@ -43,7 +44,7 @@ struct Session {
     /// When the request of the last successful lease renewal was sent.
     renewed: Instant,
     /// The shards owned, by index, with their tokens.
-    owned: BTreeMap<u32, u64>,
+    owned: BTreeMap<u32, FencingToken>,
 }
 
 /// A member of a group of replicas sharing the shards of a key space,
@@ -297,7 +298,7 @@ impl EtcdMembership {
     /// The shards this member owns now, with their tokens, in order (none
     /// once its local deadline passed).
     #[must_use]
-    pub fn owned(&self) -> Vec<(Shard, u64)> {
+    pub fn owned(&self) -> Vec<(Shard, FencingToken)> {
         let Some(session) = self.live() else {
             return Vec::new();
         };
@@ -377,11 +378,11 @@ impl Membership for EtcdMembership {
         self.inner.members.subscribe()
     }
 
-    async fn acquire(&self, shard: Shard) -> Result<u64, MembershipError> {
+    async fn acquire(&self, shard: Shard) -> Result<FencingToken, MembershipError> {
         self.acquire_shard(shard).await
     }
 
-    async fn release(&self, shard: Shard, token: u64) -> Result<(), MembershipError> {
+    async fn release(&self, shard: Shard, token: FencingToken) -> Result<(), MembershipError> {
         self.release_shard(shard, token).await
     }
 
@@ -398,7 +399,7 @@ impl Membership for EtcdMembership {
 /// shard with it, before its local deadline (etcd itself checks it again in
 /// a fenced write's transaction).
 impl crate::client::Fencing for EtcdMembership {
-    fn is_current(&self, token: u64) -> bool {
+    fn is_current(&self, token: FencingToken) -> bool {
         self.live()
             .is_some_and(|session| session.owned.values().any(|&t| t == token))
     }

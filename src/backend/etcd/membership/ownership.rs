@@ -7,13 +7,14 @@ use etcd_client::{
 use tokio::sync::oneshot;
 
 use super::EtcdMembership;
+use crate::client::FencingToken;
 use crate::etcd::fence::Fence;
 use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
 enum Take {
     /// Owned already, with this token, by an acquire that returned it.
-    Owned(u64),
+    Owned(FencingToken),
     /// Owned by this attempt, with this token.
     Won(Won),
     /// Another lease's record holds the shard, read at this revision.
@@ -27,11 +28,11 @@ enum Take {
 struct Won {
     member: Option<EtcdMembership>,
     index: u32,
-    token: u64,
+    token: FencingToken,
 }
 
 impl Won {
-    fn new(member: &EtcdMembership, index: u32, token: u64) -> Self {
+    fn new(member: &EtcdMembership, index: u32, token: FencingToken) -> Self {
         Self {
             member: Some(member.clone()),
             index,
@@ -40,7 +41,7 @@ impl Won {
     }
 
     /// The token, returned to the acquire's caller.
-    fn returned(mut self) -> u64 {
+    fn returned(mut self) -> FencingToken {
         if let Some(member) = self.member.take() {
             member.inner.unclaimed.returned(self.index, self.token);
         }
@@ -60,7 +61,10 @@ impl Drop for Won {
 
 impl EtcdMembership {
     /// Waits until the shard's record is absent, then creates it.
-    pub(super) async fn acquire_shard(&self, shard: Shard) -> Result<u64, MembershipError> {
+    pub(super) async fn acquire_shard(
+        &self,
+        shard: Shard,
+    ) -> Result<FencingToken, MembershipError> {
         let index = self.index_of(shard)?;
         loop {
             let token = match self.take_detached(index).await? {
@@ -80,7 +84,7 @@ impl EtcdMembership {
     }
 
     /// Whether this member owns shard `index` with `token` now.
-    fn owns(&self, index: u32, token: u64) -> bool {
+    fn owns(&self, index: u32, token: FencingToken) -> bool {
         self.live()
             .is_some_and(|session| session.owned.get(&index) == Some(&token))
     }
@@ -119,7 +123,7 @@ impl EtcdMembership {
     /// An owned shard's token for a new acquire: one no caller has yet
     /// (another answer carries it, or an orphan's) goes as won, so that its
     /// release waits for this answer too.
-    fn adopt(&self, index: u32, token: u64) -> Take {
+    fn adopt(&self, index: u32, token: FencingToken) -> Take {
         if self.inner.unclaimed.share(index, token) {
             Take::Won(Won::new(self, index, token))
         } else {
@@ -130,7 +134,7 @@ impl EtcdMembership {
     /// An orphan's token: released from a task (under the shard's lock)
     /// unless an acquire takes it up first. Without a runtime it waits for
     /// the next acquire, or the lease's end.
-    fn release_orphan(&self, index: u32, token: u64) {
+    fn release_orphan(&self, index: u32, token: FencingToken) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -183,7 +187,9 @@ impl EtcdMembership {
                 _ => return Ok(Take::Held(at)),
             }
         };
-        let token = u64::try_from(token).map_err(|error| self.backend(error))?;
+        let token = u64::try_from(token)
+            .map(FencingToken::new)
+            .map_err(|error| self.backend(error))?;
         if self.record(lease, index, token) {
             self.inner.unclaimed.won(index, token);
             Ok(Take::Won(Won::new(self, index, token)))
@@ -195,7 +201,7 @@ impl EtcdMembership {
 
     /// Records the shard as owned with `token`, if the session of `lease`
     /// is still live.
-    fn record(&self, lease: i64, index: u32, token: u64) -> bool {
+    fn record(&self, lease: i64, index: u32, token: FencingToken) -> bool {
         let live = self.live().is_some_and(|s| s.lease == lease);
         live && self.inner.status.send_if_modified(|status| {
             let Some(session) = status.session.as_mut().filter(|s| s.lease == lease) else {
@@ -238,7 +244,7 @@ impl EtcdMembership {
     pub(super) async fn release_shard(
         &self,
         shard: Shard,
-        token: u64,
+        token: FencingToken,
     ) -> Result<(), MembershipError> {
         match self.index_of(shard) {
             Ok(index) => {
@@ -252,7 +258,7 @@ impl EtcdMembership {
     /// Forgets the shard at once (its token is stale from here on), then
     /// deletes its record if its create revision is still `token`.
     /// (The caller holds the `taking` lock.)
-    async fn release_locked(&self, index: u32, token: u64) -> Result<(), MembershipError> {
+    async fn release_locked(&self, index: u32, token: FencingToken) -> Result<(), MembershipError> {
         self.inner.unclaimed.forget(index, token);
         let owned = self.inner.status.send_if_modified(|status| {
             let Some(session) = status.session.as_mut() else {
@@ -264,7 +270,7 @@ impl EtcdMembership {
             }
             ours
         });
-        let Ok(created) = i64::try_from(token) else {
+        let Some(created) = super::super::fence::revision_of(token) else {
             return Ok(());
         };
         if !owned {
@@ -289,10 +295,10 @@ impl EtcdMembership {
     /// shard with `token` now (before its local deadline). The write's
     /// transaction then requires the shard's record with `token` as its
     /// create revision.
-    pub(in crate::backend::etcd) fn fence(&self, token: u64) -> Option<Fence> {
+    pub(in crate::backend::etcd) fn fence(&self, token: FencingToken) -> Option<Fence> {
         let session = self.live()?;
         let (&index, _) = session.owned.iter().find(|&(_, &t)| t == token)?;
-        let created = i64::try_from(token).ok()?;
+        let created = super::super::fence::revision_of(token)?;
         let key = self.shard_key(index);
         Some(Fence::new(
             token,

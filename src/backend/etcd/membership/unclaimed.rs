@@ -9,13 +9,14 @@
 
 use std::collections::HashMap;
 
+use crate::client::FencingToken;
 use parking_lot::Mutex;
 
 /// See the module docs.
 pub(super) struct Unclaimed(Mutex<HashMap<u32, Pending>>);
 
 struct Pending {
-    token: u64,
+    token: FencingToken,
     /// Answers carrying the token, not yet read or dropped.
     answers: u32,
     /// A caller has the token (an answer was read).
@@ -28,7 +29,7 @@ impl Unclaimed {
     }
 
     /// A take won `token` for shard `index`: one answer carries it.
-    pub(super) fn won(&self, index: u32, token: u64) {
+    pub(super) fn won(&self, index: u32, token: FencingToken) {
         let pending = Pending {
             token,
             answers: 1,
@@ -39,7 +40,7 @@ impl Unclaimed {
 
     /// Whether another acquire's answer may carry `token` as won (it has no
     /// caller yet: otherwise the acquire returns it as owned).
-    pub(super) fn share(&self, index: u32, token: u64) -> bool {
+    pub(super) fn share(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         match pending.get_mut(&index) {
             Some(p) if p.token == token && !p.claimed => {
@@ -51,7 +52,7 @@ impl Unclaimed {
     }
 
     /// An answer carrying `token` reached its caller.
-    pub(super) fn returned(&self, index: u32, token: u64) {
+    pub(super) fn returned(&self, index: u32, token: FencingToken) {
         let mut pending = self.0.lock();
         if let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) {
             p.claimed = true;
@@ -64,7 +65,7 @@ impl Unclaimed {
 
     /// An answer carrying `token` was dropped unread: whether the token is
     /// an orphan now (no answer carries it, no caller has it).
-    pub(super) fn dropped(&self, index: u32, token: u64) -> bool {
+    pub(super) fn dropped(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) else {
             return false;
@@ -82,7 +83,7 @@ impl Unclaimed {
 
     /// Takes the orphan `token` for its release, unless an acquire took it
     /// up since.
-    pub(super) fn take_orphan(&self, index: u32, token: u64) -> bool {
+    pub(super) fn take_orphan(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         let orphan = pending
             .get(&index)
@@ -94,7 +95,7 @@ impl Unclaimed {
     }
 
     /// `token` was released: nothing of it is pending any more.
-    pub(super) fn forget(&self, index: u32, token: u64) {
+    pub(super) fn forget(&self, index: u32, token: FencingToken) {
         let mut pending = self.0.lock();
         if pending.get(&index).is_some_and(|p| p.token == token) {
             pending.remove(&index);
@@ -109,38 +110,56 @@ mod tests {
     #[test]
     fn an_answer_dropped_unread_makes_an_orphan_only_if_no_other_carries_it() {
         let unclaimed = Unclaimed::new();
-        unclaimed.won(1, 10);
-        assert!(unclaimed.share(1, 10), "a second answer carries it");
+        unclaimed.won(1, FencingToken::new(10));
         assert!(
-            !unclaimed.dropped(1, 10),
+            unclaimed.share(1, FencingToken::new(10)),
+            "a second answer carries it"
+        );
+        assert!(
+            !unclaimed.dropped(1, FencingToken::new(10)),
             "the second answer still carries it"
         );
-        assert!(unclaimed.dropped(1, 10), "no answer left: an orphan");
-        assert!(unclaimed.share(1, 10), "an acquire takes the orphan up");
-        assert!(!unclaimed.take_orphan(1, 10), "no longer an orphan");
-        unclaimed.returned(1, 10);
         assert!(
-            !unclaimed.share(1, 10),
+            unclaimed.dropped(1, FencingToken::new(10)),
+            "no answer left: an orphan"
+        );
+        assert!(
+            unclaimed.share(1, FencingToken::new(10)),
+            "an acquire takes the orphan up"
+        );
+        assert!(
+            !unclaimed.take_orphan(1, FencingToken::new(10)),
+            "no longer an orphan"
+        );
+        unclaimed.returned(1, FencingToken::new(10));
+        assert!(
+            !unclaimed.share(1, FencingToken::new(10)),
             "a caller has it: returned as owned"
         );
-        assert!(!unclaimed.take_orphan(1, 10));
+        assert!(!unclaimed.take_orphan(1, FencingToken::new(10)));
     }
 
     #[test]
     fn a_token_read_by_one_caller_is_never_an_orphan() {
         let unclaimed = Unclaimed::new();
-        unclaimed.won(2, 20);
-        assert!(unclaimed.share(2, 20));
-        unclaimed.returned(2, 20);
+        unclaimed.won(2, FencingToken::new(20));
+        assert!(unclaimed.share(2, FencingToken::new(20)));
+        unclaimed.returned(2, FencingToken::new(20));
         assert!(
-            !unclaimed.dropped(2, 20),
+            !unclaimed.dropped(2, FencingToken::new(20)),
             "claimed: dropping the other answer is fine"
         );
-        assert!(!unclaimed.take_orphan(2, 20));
-        unclaimed.won(3, 30);
-        assert!(unclaimed.dropped(3, 30));
-        unclaimed.forget(3, 30);
-        assert!(!unclaimed.take_orphan(3, 30), "released already");
-        assert!(!unclaimed.dropped(4, 40), "unknown shards are no orphans");
+        assert!(!unclaimed.take_orphan(2, FencingToken::new(20)));
+        unclaimed.won(3, FencingToken::new(30));
+        assert!(unclaimed.dropped(3, FencingToken::new(30)));
+        unclaimed.forget(3, FencingToken::new(30));
+        assert!(
+            !unclaimed.take_orphan(3, FencingToken::new(30)),
+            "released already"
+        );
+        assert!(
+            !unclaimed.dropped(4, FencingToken::new(40)),
+            "unknown shards are no orphans"
+        );
     }
 }

@@ -10,6 +10,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::lock::Attempt;
 use super::{KubeElection, Phase, RequestError, Term, renew};
+use crate::client::FencingToken;
 use crate::election::ElectionError;
 use crate::kube::revision_of;
 
@@ -36,7 +37,7 @@ impl Drop for CampaignGuard<'_> {
 impl KubeElection {
     /// Campaigns until elected: polls every retry period (±10 %), retries
     /// transient failures, fails on a refusal.
-    pub(super) async fn campaign_until_elected(&self) -> Result<u64, ElectionError> {
+    pub(super) async fn campaign_until_elected(&self) -> Result<FencingToken, ElectionError> {
         if let Some(token) = self.token() {
             return Ok(token);
         }
@@ -55,7 +56,7 @@ impl KubeElection {
             match attempt.and_then(|attempt| self.outcome(attempt, sent)) {
                 Ok(Some(token)) => {
                     guard.armed = false;
-                    tracing::info!(election = %inner.lock.name, identity = %inner.lock.identity, token, "elected");
+                    tracing::info!(election = %inner.lock.name, identity = %inner.lock.identity, %token, "elected");
                     return Ok(token);
                 }
                 Ok(None) => {}
@@ -72,7 +73,11 @@ impl KubeElection {
     }
 
     /// The token when `attempt` (whose request was sent at `sent`) won.
-    fn outcome(&self, attempt: Attempt, sent: Instant) -> Result<Option<u64>, RequestError> {
+    fn outcome(
+        &self,
+        attempt: Attempt,
+        sent: Instant,
+    ) -> Result<Option<FencingToken>, RequestError> {
         match attempt {
             Attempt::Acquired(lease) => self.lead(*lease, sent).map(Some),
             Attempt::Held { holder, until } => {
@@ -90,11 +95,11 @@ impl KubeElection {
 
     /// Starts leading on `lease`, as this candidate's write stored it:
     /// its `resourceVersion` is the token, the renewals start.
-    fn lead(&self, lease: Lease, sent: Instant) -> Result<u64, RequestError> {
+    fn lead(&self, lease: Lease, sent: Instant) -> Result<FencingToken, RequestError> {
         let inner = &self.inner;
         // The Lease names this candidate now, whatever follows.
         inner.claimed.store(true, Ordering::SeqCst);
-        let token = revision_of(&lease)?.get();
+        let token = FencingToken::new(revision_of(&lease)?.get());
         inner.term.send_replace(Term {
             phase: Phase::Leading(token),
             renewed: sent,

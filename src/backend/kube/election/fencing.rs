@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use super::Term;
 use crate::client::Fencing;
+use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 
 /// Says whether a fencing token is the current leadership's of a
@@ -31,7 +32,7 @@ impl LeaseFencing {
 }
 
 impl Fencing for LeaseFencing {
-    fn is_current(&self, token: u64) -> bool {
+    fn is_current(&self, token: FencingToken) -> bool {
         self.term.borrow().token(&self.config) == Some(token)
     }
 }

@@ -27,6 +27,7 @@ use tokio_util::task::AbortOnDropHandle;
 use self::fencing::LeaseFencing;
 use self::lock::LeaseLock;
 use super::names;
+use crate::client::FencingToken;
 use crate::client::{Fences, Fencing};
 use crate::election::{ElectionConfig, ElectionError, LeaderElector};
 use crate::error::BoxError;
@@ -36,7 +37,7 @@ use crate::error::BoxError;
 enum Phase {
     Idle,
     Campaigning,
-    Leading(u64),
+    Leading(FencingToken),
     Lost,
 }
 
@@ -57,7 +58,7 @@ impl Term {
     }
 
     /// The token while leading and before the local deadline.
-    fn token(&self, config: &ElectionConfig) -> Option<u64> {
+    fn token(&self, config: &ElectionConfig) -> Option<FencingToken> {
         match self.phase {
             Phase::Leading(token) if Instant::now() < self.deadline(config) => Some(token),
             _ => None,
@@ -334,7 +335,7 @@ impl KubeElection {
     /// This candidate's fencing token while it leads (before its local
     /// deadline).
     #[must_use]
-    pub fn token(&self) -> Option<u64> {
+    pub fn token(&self) -> Option<FencingToken> {
         self.inner.term.borrow().token(&self.inner.config)
     }
 
@@ -408,7 +409,7 @@ impl LeaderElector for KubeElection {
         &self.inner.lock.name
     }
 
-    async fn campaign(&self) -> Result<u64, ElectionError> {
+    async fn campaign(&self) -> Result<FencingToken, ElectionError> {
         self.campaign_until_elected().await
     }
 
@@ -479,7 +480,7 @@ mod tests {
             .unwrap()
     }
 
-    fn lead(election: &KubeElection, token: u64) {
+    fn lead(election: &KubeElection, token: FencingToken) {
         election.inner.term.send_replace(Term {
             phase: Phase::Leading(token),
             renewed: Instant::now(),
@@ -498,18 +499,20 @@ mod tests {
     async fn a_leader_is_deposed_at_its_local_deadline() {
         let election = offline();
         let fencing = election.fencing();
-        lead(&election, 7);
-        assert!(fencing.is_current(7) && !fencing.is_current(6));
+        lead(&election, FencingToken::new(7));
+        assert!(
+            fencing.is_current(FencingToken::new(7)) && !fencing.is_current(FencingToken::new(6))
+        );
         let lost = tokio::spawn({
             let election = election.clone();
             async move { election.lost().await }
         });
         advance(MS(1999)).await;
         assert!(!lost.is_finished());
-        assert_eq!(election.token(), Some(7));
+        assert_eq!(election.token(), Some(FencingToken::new(7)));
         advance(MS(1)).await;
         assert!(lost.is_finished(), "lost() did not resolve at the deadline");
-        assert!(!fencing.is_current(7));
+        assert!(!fencing.is_current(FencingToken::new(7)));
         assert_eq!(election.token(), None);
         assert!(!election.is_leader());
     }
@@ -517,7 +520,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_renewal_moves_the_local_deadline() {
         let election = offline();
-        lead(&election, 7);
+        lead(&election, FencingToken::new(7));
         let lost = tokio::spawn({
             let election = election.clone();
             async move { election.lost().await }
@@ -530,21 +533,21 @@ mod tests {
         });
         advance(MS(1000)).await;
         assert!(!lost.is_finished(), "lost() resolved at the old deadline");
-        assert!(election.fencing().is_current(7));
+        assert!(election.fencing().is_current(FencingToken::new(7)));
         advance(MS(1000)).await;
         assert!(lost.is_finished());
-        assert!(!election.fencing().is_current(7));
+        assert!(!election.fencing().is_current(FencingToken::new(7)));
     }
 
     #[tokio::test(start_paused = true)]
     async fn fencing_outlives_the_election_but_not_its_deadline() {
         let election = offline();
-        lead(&election, 3);
+        lead(&election, FencingToken::new(3));
         let fencing = election.fencing();
         drop(election);
-        assert!(fencing.is_current(3));
+        assert!(fencing.is_current(FencingToken::new(3)));
         advance(MS(2000)).await;
-        assert!(!fencing.is_current(3));
+        assert!(!fencing.is_current(FencingToken::new(3)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -561,7 +564,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn resign_ends_the_leadership_at_once() {
         let election = offline();
-        lead(&election, 5);
+        lead(&election, FencingToken::new(5));
         let lost = tokio::spawn({
             let election = election.clone();
             async move { election.lost().await }
@@ -571,6 +574,6 @@ mod tests {
         election.resign().await.unwrap();
         advance(MS(1)).await;
         assert!(lost.is_finished());
-        assert!(!election.fencing().is_current(5));
+        assert!(!election.fencing().is_current(FencingToken::new(5)));
     }
 }

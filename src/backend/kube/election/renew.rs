@@ -9,6 +9,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::lock::{LeaseLock, Renewal};
 use super::{Phase, Term};
+use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 
 /// Why a leadership ended in the renewals.
@@ -27,7 +28,7 @@ pub(super) async fn keep(
     config: ElectionConfig,
     term: Arc<watch::Sender<Term>>,
     mut lease: Lease,
-    token: u64,
+    token: FencingToken,
 ) {
     let period = config.retry_period();
     let mut tick = tokio::time::interval_at(crate::time::deadline(Instant::now(), period), period);
@@ -72,7 +73,7 @@ async fn finish(
     lock: &LeaseLock,
     config: &ElectionConfig,
     term: &watch::Sender<Term>,
-    token: u64,
+    token: FencingToken,
     end: End,
     lease: &Lease,
 ) {
