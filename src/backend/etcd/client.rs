@@ -8,10 +8,8 @@ use async_trait::async_trait;
 use etcd_client::{
     Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use super::codec::{decode_value, revision};
+use super::codec::{EtcdObject, decode_value, revision};
 use super::fence::{Fence, FenceAuthority};
 use super::source::{EtcdSource, Shared};
 use crate::client::FencingToken;
@@ -21,7 +19,7 @@ use crate::source::{Snapshot, Source};
 
 impl<O> EtcdSource<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     /// A [`Client`] over this source's objects (same prefix, same codec),
     /// without a fencing authority: a [`fenced`](Client::fenced) handle's
@@ -103,7 +101,7 @@ struct TooLarge {
 #[async_trait]
 impl<O> Backend for EtcdBackend<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     type Object = O;
 
@@ -211,7 +209,7 @@ const UNVERSIONED_DELETE_ATTEMPTS: u32 = 4;
 
 impl<O> EtcdBackend<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     /// One delete: removes the object, or marks it while it has
     /// finalizers (compared at the version read).

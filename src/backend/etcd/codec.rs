@@ -180,6 +180,13 @@ pub(super) fn revision(raw: i64) -> Revision {
     Revision::new(u64::try_from(raw).unwrap_or(0))
 }
 
+/// What an object needs to be stored in etcd: an [`Object`](crate::Object)
+/// that serde can encode and decode (as JSON). Implemented for every such
+/// type.
+pub trait EtcdObject: crate::Object + serde::Serialize + serde::de::DeserializeOwned {}
+
+impl<O> EtcdObject for O where O: crate::Object + serde::Serialize + serde::de::DeserializeOwned {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,7 +108,7 @@ mod membership;
 mod source;
 mod watch;
 
-pub use self::codec::{DecodeError, EncodeError, EtcdKey, KeyCodec, TextKeys};
+pub use self::codec::{DecodeError, EncodeError, EtcdKey, EtcdObject, KeyCodec, TextKeys};
 pub use self::election::{ElectionBuildError, EtcdElection, EtcdElectionBuilder};
 pub use self::fence::FenceAuthority;
 pub use self::membership::{EtcdMembership, EtcdMembershipBuilder, MembershipBuildError};

@@ -10,10 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, GetOptions, GetResponse, KeyValue, WatchOptions};
 use parking_lot::Mutex;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use super::codec::{DecodeError, EncodeError, KeyCodec, TextKeys, decode_value, revision};
+use super::codec::{
+    DecodeError, EncodeError, EtcdObject, KeyCodec, TextKeys, decode_value, revision,
+};
 use super::watch;
 use super::{EtcdKey, MAX_MESSAGE_BYTES, prefix_end, range_start};
 use crate::object::{Object, Revision};
@@ -107,7 +107,7 @@ impl<O: Object> fmt::Debug for EtcdSourceBuilder<O> {
 
 impl<O> EtcdSource<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     /// Starts configuring a source named `name` over the keys that start
     /// with `prefix` (e.g. `"/registry/pods/"`), read through `client`,
@@ -176,7 +176,7 @@ where
 
 impl<O> EtcdSourceBuilder<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     /// Keys fetched per list page (default [`DEFAULT_PAGE_SIZE`]).
     pub fn page_size(mut self, keys: NonZeroU32) -> Self {
@@ -229,7 +229,7 @@ pub(super) enum Decoded<O: Object> {
 
 impl<O> Shared<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     pub(super) fn etcd_key(&self, key: &O::Key) -> Result<Vec<u8>, EncodeError> {
         let mut full = self.prefix.clone();
@@ -349,7 +349,7 @@ pub(super) fn is_compacted(error: &etcd_client::Error) -> bool {
 #[async_trait]
 impl<O> Source for EtcdSource<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     type Object = O;
 

@@ -4,9 +4,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use etcd_client::WatchResponse;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
+use super::codec::EtcdObject;
 use super::codec::revision;
 use super::source::{Decoded, Shared};
 use crate::object::{Object, Revision};
@@ -40,7 +39,7 @@ pub(super) fn open<O>(
     from: Revision,
 ) -> WatchStream<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     let state = Watch {
         shared,
@@ -58,7 +57,7 @@ where
 
 impl<O> Watch<O>
 where
-    O: Object + Serialize + DeserializeOwned,
+    O: EtcdObject,
 {
     async fn next(&mut self) -> Option<Result<Change<O>, SourceError>> {
         loop {

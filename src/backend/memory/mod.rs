@@ -184,10 +184,40 @@ impl<O: Object> MemoryStore<O> {
         }
     }
 
+    /// Creates `object` with the same checks as [`Client::create`](crate::client::Client::create)
+    /// (it must not exist; the finalizer rules apply), without an async
+    /// runtime: the way to seed a store before one runs. Returns the object
+    /// as stored, with its version set.
+    ///
+    /// ```
+    /// use tend::client::ClientError;
+    /// use tend::memory::MemoryStore;
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Room { name: String, version: tend::Revision }
+    /// tend::impl_object!(Room, key: name: String, version: version);
+    ///
+    /// let store = MemoryStore::new("rooms");
+    /// let hall = Room { name: "hall".into(), version: tend::Revision::ZERO };
+    /// let stored = store.create(hall.clone()).unwrap();
+    /// assert!(stored.version > tend::Revision::ZERO);
+    /// assert!(matches!(store.create(hall), Err(ClientError::AlreadyExists { .. })));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::create`](crate::client::Client::create) on this store.
+    pub fn create(&self, object: O) -> Result<O, crate::client::ClientError> {
+        // The memory client's calls complete at once: nothing here waits.
+        futures::executor::block_on(self.client().create(object))
+    }
+
     /// Creates or replaces an object whatever its version and without any
-    /// fencing check: a last-writer-wins write by an outside actor, for
-    /// seeding and simulations. Controllers write through a
-    /// [`client`](Self::client). Returns the object with its new version set.
+    /// check: a last-writer-wins write by an outside actor, for simulations
+    /// (a user editing the desired state, a node changing a pod). To seed a
+    /// store with a client's checks, use [`create`](Self::create);
+    /// controllers write through a [`client`](Self::client). Returns the
+    /// object with its new version set.
     pub fn put(&self, object: O) -> O {
         let stored = self.shared.table.lock().put(object);
         self.shared.bell.ring();
