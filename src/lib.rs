@@ -424,8 +424,8 @@ pub use backend::{memory, poll};
 /// re-exported so that implementing tend's traits needs no extra dependency.
 pub use async_trait::async_trait;
 pub use informer::{
-    Cache, Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId, InformerStats,
-    Subscription,
+    Cache, Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId,
+    InformerSetting, InformerStats, Subscription,
 };
 pub use key::QueueKey;
 pub use queue::{
@@ -435,6 +435,6 @@ pub use queue::{
 /// The token every `run` takes to stop (tokio-util's), re-exported.
 pub use tokio_util::sync::CancellationToken;
 
-pub use error::BoxError;
+pub use error::{BoxError, SettingError};
 pub use object::{Deletion, Lifecycle, Object, ObjectKey, Revision};
 pub use source::{Change, Snapshot, Source, SourceError, WatchStream};

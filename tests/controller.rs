@@ -12,7 +12,7 @@ use tend::controller::{
     Watch,
 };
 use tend::memory::{Faults, MemoryStore};
-use tend::{Event, Informer, Object, Revision};
+use tend::{Event, Informer, InformerError, Object, Revision};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
@@ -961,7 +961,13 @@ async fn a_cache_that_never_syncs_fails_run_with_the_source_name() {
         .run(CancellationToken::new())
         .await
         .expect_err("never synced");
-    assert!(matches!(err, ControllerError::CacheSync { .. }));
+    assert!(matches!(
+        err,
+        ControllerError::Informer {
+            source: InformerError::SyncTimeout { .. },
+            ..
+        }
+    ));
     let source = std::error::Error::source(&err)
         .expect("a source")
         .to_string();
@@ -991,7 +997,7 @@ fn refusal(
 fn an_empty_name_is_refused() {
     assert_eq!(
         refusal("", |b| b),
-        "controller `` is misconfigured: the name is empty"
+        "controller `` is misconfigured: `name` is empty"
     );
 }
 
@@ -999,7 +1005,7 @@ fn an_empty_name_is_refused() {
 fn a_zero_resync_period_is_refused() {
     assert_eq!(
         refusal("x", |b| b.resync(Duration::ZERO)),
-        "controller `x` is misconfigured: the resync period is zero"
+        "controller `x` is misconfigured: `resync` is zero"
     );
 }
 
@@ -1007,7 +1013,7 @@ fn a_zero_resync_period_is_refused() {
 fn a_zero_reconcile_timeout_is_refused() {
     assert_eq!(
         refusal("x", |b| b.reconcile_timeout(Duration::ZERO)),
-        "controller `x` is misconfigured: the reconcile timeout is zero"
+        "controller `x` is misconfigured: `reconcile_timeout` is zero"
     );
 }
 
@@ -1015,7 +1021,7 @@ fn a_zero_reconcile_timeout_is_refused() {
 fn a_zero_sync_timeout_is_refused() {
     assert_eq!(
         refusal("x", |b| b.sync_timeout(Duration::ZERO)),
-        "controller `x` is misconfigured: the sync timeout is zero"
+        "controller `x` is misconfigured: `sync_timeout` is zero"
     );
 }
 
@@ -1023,7 +1029,7 @@ fn a_zero_sync_timeout_is_refused() {
 fn a_zero_shutdown_grace_is_refused() {
     assert_eq!(
         refusal("x", |b| b.shutdown_grace(Duration::ZERO)),
-        "controller `x` is misconfigured: the shutdown grace is zero"
+        "controller `x` is misconfigured: `shutdown_grace` is zero"
     );
 }
 
@@ -1031,7 +1037,7 @@ fn a_zero_shutdown_grace_is_refused() {
 fn a_concurrency_that_would_exhaust_memory_is_refused() {
     assert_eq!(
         refusal("x", |b| b.concurrency(std::num::NonZeroUsize::MAX)),
-        "controller `x` is misconfigured: the concurrency is above 65536 workers"
+        "controller `x` is misconfigured: `concurrency` is above its maximum of 65536"
     );
     let informer = Informer::builder(MemoryStore::<Set>::new("sets"))
         .build()

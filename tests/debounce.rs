@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use support::wait_until;
 use tend::controller::{
-    Action, Context, Controller, ControllerError, DEBOUNCE_WINDOWS, Reconciler, Trigger,
+    Action, Context, Controller, ControllerError, ControllerSetting, DEBOUNCE_WINDOWS, Reconciler,
+    Trigger,
 };
 use tend::memory::MemoryStore;
 use tend::testing::Harness;
-use tend::{Informer, Revision};
+use tend::{Informer, Revision, SettingError};
 use tokio::time::{Instant, sleep};
 
 #[derive(Debug, Clone)]
@@ -215,8 +216,11 @@ fn a_zero_debounce_window_is_refused() {
     let built = Controller::builder("zero", &informer, Arc::new(Recorder::default()))
         .debounce(Duration::ZERO)
         .build();
-    let Err(ControllerError::InvalidConfig { reason, .. }) = built else {
+    let Err(ControllerError::InvalidConfig { setting, error, .. }) = built else {
         panic!("a zero window was accepted");
     };
-    assert_eq!(reason, "the debounce window is zero");
+    assert_eq!(
+        (setting, error),
+        (ControllerSetting::Debounce, SettingError::Zero)
+    );
 }

@@ -11,7 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::{StreamExt, stream};
 use tend::memory::{Faults, MemoryStore};
-use tend::{Informer, InformerError, Revision, Snapshot, Source, SourceError, WatchStream};
+use tend::{
+    Informer, InformerError, InformerSetting, Revision, SettingError, Snapshot, Source,
+    SourceError, WatchStream,
+};
 use tokio::time::Instant;
 
 use support::{
@@ -854,26 +857,26 @@ fn bad_configuration_is_refused_with_typed_errors() {
     );
 
     let invalid = |builder: tend::InformerBuilder<Pod>| match builder.build() {
-        Err(InformerError::InvalidOption { option, .. }) => option,
+        Err(InformerError::InvalidOption { setting, error, .. }) => (setting, error),
         other => panic!("expected an invalid option, got {other:?}"),
     };
     let builder = || Informer::builder(store.clone());
     assert_eq!(
         invalid(builder().resync_every(Duration::ZERO)),
-        "resync_every"
+        (InformerSetting::ResyncEvery, SettingError::Zero)
     );
     assert_eq!(
         invalid(builder().relist_every(Duration::ZERO)),
-        "relist_every"
+        (InformerSetting::RelistEvery, SettingError::Zero)
     );
     let second = Duration::from_secs(1);
     assert_eq!(
         invalid(builder().backoff(Duration::ZERO, second, second)),
-        "backoff"
+        (InformerSetting::Backoff, SettingError::Zero)
     );
     assert_eq!(
         invalid(builder().backoff(second, second, Duration::ZERO)),
-        "backoff"
+        (InformerSetting::Backoff, SettingError::Zero)
     );
     let error = builder()
         .backoff(second * 2, second, second)
@@ -881,7 +884,7 @@ fn bad_configuration_is_refused_with_typed_errors() {
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "informer for source `pods`: invalid option `backoff`: the initial delay exceeds the maximum"
+        "informer for source `pods`: `backoff` starts above its maximum"
     );
 }
 

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tend::Informer;
 use tend::client::FencingToken;
 use tend::controller::{Action, Context, Reconciler};
-use tend::manager::{Manager, ManagerError, UnsyncedCaches};
+use tend::manager::{Manager, ManagerError, ManagerSetting, UnsyncedCaches};
 use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
+use tend::{Informer, InformerError, SettingError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -161,20 +161,23 @@ async fn two_controllers_share_one_informer_and_both_reconcile() {
 #[test]
 fn zero_timeouts_and_stall_bounds_are_refused_and_huge_ones_accepted() {
     let refused = |builder: tend::manager::ManagerBuilder| match builder.build() {
-        Err(ManagerError::InvalidConfig { reason }) => reason,
+        Err(ManagerError::InvalidConfig { setting, error }) => {
+            assert_eq!(error, SettingError::Zero);
+            setting
+        }
         other => panic!("expected InvalidConfig, got {other:?}"),
     };
     assert_eq!(
         refused(manager().graceful_shutdown_timeout(Duration::ZERO)),
-        "the graceful-shutdown timeout is zero"
+        ManagerSetting::GracefulShutdownTimeout
     );
     assert_eq!(
         refused(manager().sync_timeout(Duration::ZERO)),
-        "the sync timeout is zero"
+        ManagerSetting::SyncTimeout
     );
     assert_eq!(
         refused(manager().stuck_key_after(Duration::ZERO)),
-        "the stuck-key bound is zero"
+        ManagerSetting::StuckKeyAfter
     );
     let error = manager()
         .stalled_informer_after(Duration::ZERO)
@@ -182,7 +185,7 @@ fn zero_timeouts_and_stall_bounds_are_refused_and_huge_ones_accepted() {
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "manager is misconfigured: the stalled-informer bound is zero"
+        "manager is misconfigured: `stalled_informer_after` is zero"
     );
     manager()
         .stuck_key_after(Duration::MAX)
@@ -400,12 +403,9 @@ async fn a_cache_that_never_syncs_fails_run_naming_the_informer() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&error, ManagerError::CacheSync { informer, .. } if informer == "widget-cache")
+        matches!(&error, ManagerError::Informer { informer, source: InformerError::SyncTimeout { .. } } if informer == "widget-cache")
     );
-    assert_eq!(
-        error.to_string(),
-        "informer `widget-cache` never synced its cache"
-    );
+    assert_eq!(error.to_string(), "informer `widget-cache` failed");
     let source = std::error::Error::source(&error).unwrap().to_string();
     assert!(
         source.contains("`widgets`"),

@@ -12,9 +12,11 @@ use super::external::External;
 use super::observer::NoopObserver;
 use super::watch::{Mapped, Secondary, Watch};
 use super::{
-    Controller, ControllerError, ControllerObserver, Predicate, Reconciler, Trigger, Triggers,
+    Controller, ControllerError, ControllerObserver, ControllerSetting, Predicate, Reconciler,
+    Trigger, Triggers,
 };
 use crate::client::Client;
+use crate::error::SettingError;
 use crate::informer::Informer;
 use crate::object::Object;
 use crate::queue::{Debounce, Priority, QueueObserver, WorkQueue};
@@ -424,32 +426,42 @@ const MAX_CONCURRENCY: usize = 1 << 16;
 impl<O: Object, R> ControllerBuilder<O, R> {
     fn validate(&self) -> Result<(), ControllerError> {
         let config = &self.config;
-        let reason = if self.name.is_empty() {
-            "the name is empty"
-        } else if config.resync.is_some_and(|period| period.is_zero()) {
-            "the resync period is zero"
-        } else if config
-            .reconcile_timeout
-            .is_some_and(|timeout| timeout.is_zero())
-        {
-            "the reconcile timeout is zero"
-        } else if config.sync_timeout.is_zero() {
-            "the sync timeout is zero"
-        } else if config.shutdown_grace.is_zero() {
-            "the shutdown grace is zero"
-        } else if config.read_your_writes.is_some_and(|t| t.is_zero()) {
-            "the read-your-writes timeout is zero"
-        } else if config.debounce.is_some_and(|window| window.is_zero()) {
-            "the debounce window is zero"
+        let zero = |setting: Option<Duration>| setting.is_some_and(|d| d.is_zero());
+        let invalid = if self.name.is_empty() {
+            Some((ControllerSetting::Name, SettingError::Empty))
         } else if config.concurrency.get() > MAX_CONCURRENCY {
-            "the concurrency is above 65536 workers"
+            let max = MAX_CONCURRENCY as u64;
+            Some((
+                ControllerSetting::Concurrency,
+                SettingError::AboveMax { max },
+            ))
         } else {
-            return Ok(());
+            [
+                (ControllerSetting::Resync, config.resync),
+                (
+                    ControllerSetting::ReconcileTimeout,
+                    config.reconcile_timeout,
+                ),
+                (ControllerSetting::SyncTimeout, Some(config.sync_timeout)),
+                (
+                    ControllerSetting::ShutdownGrace,
+                    Some(config.shutdown_grace),
+                ),
+                (ControllerSetting::ReadYourWrites, config.read_your_writes),
+                (ControllerSetting::Debounce, config.debounce),
+            ]
+            .into_iter()
+            .find(|(_, value)| zero(*value))
+            .map(|(setting, _)| (setting, SettingError::Zero))
         };
-        Err(ControllerError::InvalidConfig {
-            controller: self.name.clone(),
-            reason: reason.to_owned(),
-        })
+        match invalid {
+            Some((setting, error)) => Err(ControllerError::InvalidConfig {
+                controller: self.name.clone(),
+                setting,
+                error,
+            }),
+            None => Ok(()),
+        }
     }
 }
 

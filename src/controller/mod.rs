@@ -73,6 +73,7 @@ pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
 use self::sink::Enqueue;
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
+use crate::error::SettingError;
 use crate::informer::{Informer, InformerError, InformerId};
 use crate::object::Object;
 use crate::queue::WorkQueue;
@@ -81,13 +82,16 @@ use crate::queue::WorkQueue;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControllerError {
-    /// The builder was given a setting that cannot work.
-    #[error("controller `{controller}` is misconfigured: {reason}")]
+    /// The builder (or the environment it runs in) was given a setting
+    /// that cannot work.
+    #[error("controller `{controller}` is misconfigured: `{setting}` {error}")]
     InvalidConfig {
         /// The controller's name.
         controller: String,
-        /// What is wrong.
-        reason: String,
+        /// The setting that was wrong.
+        setting: ControllerSetting,
+        /// What is wrong with it.
+        error: SettingError,
     },
     /// The controller runs with fencing tokens (under an
     /// [`Ownership`]), but a client it was given has no fencing authority:
@@ -102,15 +106,55 @@ pub enum ControllerError {
         /// The client's object type.
         object_type: &'static str,
     },
-    /// A cache the controller needs did not sync in time.
+    /// An informer the controller reads failed it: a cache it needs did
+    /// not sync in time ([`InformerError::SyncTimeout`]).
     #[error("controller `{controller}` cannot start")]
-    CacheSync {
+    Informer {
         /// The controller's name.
         controller: String,
         /// Which source did not sync, and after how long.
         #[source]
         source: InformerError,
     },
+}
+
+/// A setting of a [`ControllerBuilder`] (or of the [`Environment`] a
+/// controller runs in), as [`ControllerError::InvalidConfig`] names it;
+/// displayed as the builder method's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ControllerSetting {
+    /// The controller's name.
+    Name,
+    /// [`ControllerBuilder::resync`].
+    Resync,
+    /// [`ControllerBuilder::reconcile_timeout`].
+    ReconcileTimeout,
+    /// [`ControllerBuilder::sync_timeout`], or the environment's.
+    SyncTimeout,
+    /// [`ControllerBuilder::shutdown_grace`].
+    ShutdownGrace,
+    /// [`ControllerBuilder::read_your_writes`].
+    ReadYourWrites,
+    /// [`ControllerBuilder::debounce`].
+    Debounce,
+    /// [`ControllerBuilder::concurrency`].
+    Concurrency,
+}
+
+impl fmt::Display for ControllerSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Name => "name",
+            Self::Resync => "resync",
+            Self::ReconcileTimeout => "reconcile_timeout",
+            Self::SyncTimeout => "sync_timeout",
+            Self::ShutdownGrace => "shutdown_grace",
+            Self::ReadYourWrites => "read_your_writes",
+            Self::Debounce => "debounce",
+            Self::Concurrency => "concurrency",
+        })
+    }
 }
 
 /// A reconciliation loop for objects of type `O`, driven by reconciler `R`.
@@ -285,7 +329,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     ///
     /// # Errors
     ///
-    /// [`ControllerError::CacheSync`] when a cache did not sync within the
+    /// [`ControllerError::Informer`] when a cache did not sync within the
     /// sync timeout; nothing was reconciled then.
     ///
     /// # Cancel safety
@@ -307,7 +351,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     ///
     /// # Errors
     ///
-    /// [`ControllerError::CacheSync`] when a cache did not sync within the
+    /// [`ControllerError::Informer`] when a cache did not sync within the
     /// sync timeout (nothing was reconciled then);
     /// [`ControllerError::UnfencedClient`] under an ownership with a client
     /// that cannot be fenced; [`ControllerError::InvalidConfig`] for a zero
@@ -390,10 +434,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             last_states,
             stopping: env.stop.clone(),
         });
-        let hard_stop = env
-            .abort
-            .as_ref()
-            .map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let hard_stop = hard_stop_of(&env);
         // Reconciles' tokens are its children: all are cancelled once the
         // controller stops, however `run` ends (see `Context::cancelled`).
         let _stopped = hard_stop.clone().drop_guard();
@@ -426,7 +467,8 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         if env.sync_timeout.is_some_and(|timeout| timeout.is_zero()) {
             return Err(ControllerError::InvalidConfig {
                 controller: self.name.clone(),
-                reason: "the environment's sync timeout is zero".to_owned(),
+                setting: ControllerSetting::SyncTimeout,
+                error: SettingError::Zero,
             });
         }
         match self.unfenced_clients().first() {
@@ -494,7 +536,7 @@ async fn wait_synced(
         subscription
             .wait_synced(left)
             .await
-            .map_err(|source| ControllerError::CacheSync {
+            .map_err(|source| ControllerError::Informer {
                 controller: name.to_owned(),
                 source,
             })?;
@@ -536,4 +578,12 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
+}
+
+/// The token that ends the workers at once: a child of the environment's
+/// abort token, or a token of its own.
+fn hard_stop_of<K>(env: &Environment<K>) -> CancellationToken {
+    env.abort
+        .as_ref()
+        .map_or_else(CancellationToken::new, CancellationToken::child_token)
 }

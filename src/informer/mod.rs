@@ -27,6 +27,7 @@ use self::cache::{IndexFn, TransformFn};
 pub(crate) use self::dispatch::Handler;
 use self::dispatch::{EachEvent, Subscribers};
 use self::stats::Counters;
+use crate::error::SettingError;
 use crate::object::Object;
 use crate::source::Source;
 
@@ -98,6 +99,30 @@ impl<O> Event<O> {
     }
 }
 
+/// A setting of an [`InformerBuilder`], as
+/// [`InformerError::InvalidOption`] names it; displayed as the builder
+/// method's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InformerSetting {
+    /// [`InformerBuilder::resync_every`].
+    ResyncEvery,
+    /// [`InformerBuilder::relist_every`].
+    RelistEvery,
+    /// [`InformerBuilder::backoff`].
+    Backoff,
+}
+
+impl fmt::Display for InformerSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ResyncEvery => "resync_every",
+            Self::RelistEvery => "relist_every",
+            Self::Backoff => "backoff",
+        })
+    }
+}
+
 /// Why an informer call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -128,14 +153,14 @@ pub enum InformerError {
     },
     /// A duration setting was zero, or the backoff's initial delay exceeded
     /// its maximum.
-    #[error("informer for source `{source_name}`: invalid option `{option}`: {reason}")]
+    #[error("informer for source `{source_name}`: `{setting}` {error}")]
     InvalidOption {
         /// The source's name.
         source_name: String,
-        /// The option's name.
-        option: &'static str,
+        /// The setting that was wrong.
+        setting: InformerSetting,
         /// What is wrong with it.
-        reason: &'static str,
+        error: SettingError,
     },
     /// [`Informer::run`] was called while the informer was already running.
     #[error("informer for source `{source_name}` is already running")]
@@ -543,24 +568,23 @@ impl<O: Object> InformerBuilder<O> {
     }
 
     fn validate(&self, name: &Arc<str>) -> Result<(), InformerError> {
-        let invalid = |option, reason| InformerError::InvalidOption {
+        let invalid = |setting, error| InformerError::InvalidOption {
             source_name: name.to_string(),
-            option,
-            reason,
+            setting,
+            error,
         };
         let options = &self.options;
-        let zero = "must be greater than zero";
         if options.resync.is_some_and(|period| period.is_zero()) {
-            return Err(invalid("resync_every", zero));
+            return Err(invalid(InformerSetting::ResyncEvery, SettingError::Zero));
         }
         if options.relist.is_some_and(|period| period.is_zero()) {
-            return Err(invalid("relist_every", zero));
+            return Err(invalid(InformerSetting::RelistEvery, SettingError::Zero));
         }
         if options.backoff_initial.is_zero() || options.backoff_reset_after.is_zero() {
-            return Err(invalid("backoff", zero));
+            return Err(invalid(InformerSetting::Backoff, SettingError::Zero));
         }
         if options.backoff_initial > options.backoff_max {
-            return Err(invalid("backoff", "the initial delay exceeds the maximum"));
+            return Err(invalid(InformerSetting::Backoff, SettingError::Inverted));
         }
         for (position, (index, _)) in self.indexes.iter().enumerate() {
             if self.indexes[..position]

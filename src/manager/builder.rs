@@ -12,8 +12,9 @@ use prometheus_client::registry::Registry;
 
 use super::health::StallLimits;
 use super::signals::Signals;
-use super::{Manager, ManagerError};
+use super::{Manager, ManagerError, ManagerSetting};
 use crate::election::LeaderElector;
+use crate::error::SettingError;
 use crate::shard::{Membership, ShardCount};
 
 /// Configures a [`Manager`]; start from [`Manager::builder`].
@@ -250,16 +251,17 @@ impl ManagerBuilder {
     /// [`ManagerError::Http`] when the address cannot be bound.
     pub fn build(self) -> Result<Manager, ManagerError> {
         let zero = [
-            (Some(self.grace), "the graceful-shutdown timeout"),
-            (Some(self.sync_timeout), "the sync timeout"),
-            (self.stalls.held, "the stuck-key bound"),
-            (self.stalls.informer, "the stalled-informer bound"),
+            (ManagerSetting::GracefulShutdownTimeout, Some(self.grace)),
+            (ManagerSetting::SyncTimeout, Some(self.sync_timeout)),
+            (ManagerSetting::StuckKeyAfter, self.stalls.held),
+            (ManagerSetting::StalledInformerAfter, self.stalls.informer),
         ]
         .into_iter()
-        .find(|(setting, _)| setting.is_some_and(|d| d.is_zero()));
-        if let Some((_, name)) = zero {
+        .find(|(_, value)| value.is_some_and(|d| d.is_zero()));
+        if let Some((setting, _)) = zero {
             return Err(ManagerError::InvalidConfig {
-                reason: format!("{name} is zero"),
+                setting,
+                error: SettingError::Zero,
             });
         }
         Manager::assemble(self)
@@ -275,7 +277,7 @@ pub enum UnsyncedCaches {
     /// run, and `/readyz` names what has not synced.
     #[default]
     Wait,
-    /// `run` fails with [`ManagerError::CacheSync`] naming the informer.
+    /// `run` fails with [`ManagerError::Informer`] naming the informer (its source [`InformerError::SyncTimeout`](crate::InformerError::SyncTimeout)).
     Fail,
 }
 

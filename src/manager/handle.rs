@@ -89,7 +89,7 @@ impl ManagerHandle {
     /// As `Manager::add_controller`; [`ManagerError::NotRunning`] when the
     /// manager has stopped (or stops meanwhile);
     /// [`ManagerError::UnregisteredInformer`] when the controller reads an
-    /// informer not registered with the manager; [`ManagerError::CacheSync`] when a cache did
+    /// informer not registered with the manager; [`ManagerError::Informer`] when a cache did
     /// not sync within the sync timeout with
     /// [`UnsyncedCaches::Fail`](super::UnsyncedCaches::Fail) (the controller
     /// is removed then; with `Wait` it stays, and starts once its caches

@@ -166,6 +166,7 @@ mod builder;
 // Without `http`, parts only the endpoints read are unused.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod erased;
+mod error;
 mod group;
 mod handle;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
@@ -194,6 +195,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::{ManagerBuilder, UnsyncedCaches};
+pub use self::error::{ManagerError, ManagerSetting};
 pub use prometheus_client;
 
 use self::activity::Activity;
@@ -203,190 +205,12 @@ use self::informers::Informers;
 use self::metrics::Metrics;
 use self::runnable::{Placed, Placer, Task, TaskRun};
 use self::signals::Signals;
-use crate::controller::{Controller, ControllerBuilder, ControllerError, Reconciler, Watch};
-use crate::election::ElectionError;
+use crate::controller::{Controller, ControllerBuilder, Reconciler, Watch};
 use crate::error::BoxError;
 use crate::informer::{Informer, InformerError};
 use crate::object::Object;
-use crate::placement::{Leadership, Placement, PlacementError, Sharding};
-use crate::shard::{MembershipError, ShardKey};
-
-/// Why a manager could not be configured, or why it stopped.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ManagerError {
-    /// The builder was given a setting that cannot work.
-    #[error("manager is misconfigured: {reason}")]
-    InvalidConfig {
-        /// What is wrong.
-        reason: String,
-    },
-    /// Two controllers were registered with one name.
-    #[error("a controller named `{controller}` is already registered")]
-    DuplicateController {
-        /// The repeated name.
-        controller: String,
-    },
-    /// Two tasks were registered with one name.
-    #[error("a task named `{task}` is already registered")]
-    DuplicateTask {
-        /// The repeated name.
-        task: String,
-    },
-    /// [`Manager::informer`] asked for a name registered with another object
-    /// type.
-    #[error("informer `{informer}` is registered for another object type")]
-    InformerType {
-        /// The informer's registered name.
-        informer: String,
-    },
-    /// Building or running an informer failed.
-    #[error("informer `{informer}` failed")]
-    Informer {
-        /// The informer's registered name.
-        informer: String,
-        /// What failed.
-        #[source]
-        source: InformerError,
-    },
-    /// An informer's cache did not sync within the sync timeout, with
-    /// [`UnsyncedCaches::Fail`].
-    #[error("informer `{informer}` never synced its cache")]
-    CacheSync {
-        /// The informer's registered name.
-        informer: String,
-        /// The source and how long was waited.
-        #[source]
-        source: InformerError,
-    },
-    /// A controller stopped with an error.
-    #[error("controller `{controller}` failed")]
-    Controller {
-        /// The controller's name.
-        controller: String,
-        /// What failed.
-        #[source]
-        source: ControllerError,
-    },
-    /// A task returned an error or panicked.
-    #[error("task `{task}` failed")]
-    TaskFailed {
-        /// The task's name.
-        task: String,
-        /// Its error, or the panic.
-        #[source]
-        source: BoxError,
-    },
-    /// Campaigning or watching the leadership failed.
-    #[error("leader election failed")]
-    Election(#[source] ElectionError),
-    /// The leadership was lost: leader-only runnables were stopped and
-    /// their in-flight reconciles cancelled. The process should exit (see
-    /// the [module docs](self)).
-    #[error("lost the leadership of `{election}`")]
-    LostLeadership {
-        /// The election's name.
-        election: String,
-    },
-    /// A runnable placed on the leader, on a manager without leader
-    /// election.
-    #[error("`{runnable}` runs only on the leader, but the manager has no leader election")]
-    NoElection {
-        /// The controller's or task's name.
-        runnable: String,
-    },
-    /// A sharded controller on a manager without a shard membership.
-    #[error("`{runnable}` is sharded, but the manager has no shard membership")]
-    NoMembership {
-        /// The controller's name.
-        runnable: String,
-    },
-    /// A task placed [`Placement::Sharded`]: tasks have no keys to shard.
-    #[error("task `{task}` cannot be sharded")]
-    ShardedTask {
-        /// The task's name.
-        task: String,
-    },
-    /// [`Manager::add_controller`] on a manager with a membership and no
-    /// election: its default placement would reconcile every key on every
-    /// replica. Say where it runs with [`Manager::add_controller_on`].
-    #[error("controller `{controller}` is not sharded, but the manager is")]
-    UnshardedController {
-        /// The controller's name.
-        controller: String,
-    },
-    /// A leader-only or sharded controller was given a client that cannot
-    /// be fenced: every write through it would fail with
-    /// [`ClientError::NoFencing`](crate::client::ClientError::NoFencing).
-    /// Give it a client made with a fencing authority (on memory and etcd,
-    /// `client_fenced_by`).
-    #[error(
-        "controller `{controller}` runs with fencing tokens, but its client for `{object_type}` cannot be fenced"
-    )]
-    UnfencedClient {
-        /// The controller's name.
-        controller: String,
-        /// The client's object type.
-        object_type: &'static str,
-    },
-    /// Joining the membership or acquiring a shard failed.
-    #[error("sharding failed")]
-    Membership(#[source] MembershipError),
-    /// The membership ended (it expired, or was taken away): sharded
-    /// reconciles were stopped at once. The process should exit, as after a
-    /// lost leadership.
-    #[error("lost the membership of group `{group}`")]
-    LostMembership {
-        /// The group's name.
-        group: String,
-    },
-    /// A controller added through a [`ManagerHandle`] reads an informer
-    /// the manager does not run: get every informer it reads from
-    /// [`ManagerHandle::informer`] (again, after the last controller that
-    /// used it was removed).
-    #[error("controller `{controller}` reads an informer this manager does not run")]
-    UnregisteredInformer {
-        /// The controller's name.
-        controller: String,
-    },
-    /// No runnable of that name is registered with the running manager.
-    #[error("no controller named `{controller}` is running")]
-    UnknownController {
-        /// The name asked for.
-        controller: String,
-    },
-    /// The manager is not running (any more): a handle's call could not be
-    /// carried out.
-    #[error("the manager is not running")]
-    NotRunning,
-    /// The signal handlers could not be installed.
-    #[error("installing the signal handlers failed")]
-    Signals(#[source] std::io::Error),
-    /// The HTTP address could not be bound or served.
-    #[error("the HTTP endpoint failed")]
-    Http(#[source] std::io::Error),
-    /// Tasks were still running when the graceful-shutdown timeout passed;
-    /// they were aborted.
-    #[error("tasks were still running after the graceful-shutdown timeout of {timeout:?}")]
-    ShutdownTimeout {
-        /// The timeout.
-        timeout: Duration,
-    },
-    /// A second signal forced the shutdown; running tasks were aborted.
-    #[error("shutdown forced by a second signal")]
-    ForcedShutdown,
-}
-
-impl From<PlacementError> for ManagerError {
-    fn from(error: PlacementError) -> Self {
-        match error {
-            PlacementError::Election(error) => Self::Election(error),
-            PlacementError::LostLeadership { election } => Self::LostLeadership { election },
-            PlacementError::Membership(error) => Self::Membership(error),
-            PlacementError::LostMembership { group } => Self::LostMembership { group },
-        }
-    }
-}
+use crate::placement::{Leadership, Placement, Sharding};
+use crate::shard::ShardKey;
 
 /// Runs controllers, shared informers and tasks; serves metrics and health.
 /// See the [module docs](self).

@@ -77,7 +77,7 @@ impl Manager {
     /// # Errors
     ///
     /// `Ok(())` after a clean shutdown. Otherwise the first cause of the
-    /// stop: [`ManagerError::CacheSync`] (naming the informer, with
+    /// stop: [`ManagerError::Informer`] (naming the informer, with
     /// [`UnsyncedCaches::Fail`]), [`ManagerError::LostLeadership`],
     /// [`ManagerError::LostMembership`], [`ManagerError::TaskFailed`],
     /// [`ManagerError::Controller`], [`ManagerError::Informer`],
@@ -383,7 +383,7 @@ pub(super) async fn wait_synced(
             continue;
         };
         if unsynced == UnsyncedCaches::Fail {
-            return Err(ManagerError::CacheSync {
+            return Err(ManagerError::Informer {
                 informer: name.clone(),
                 source,
             });

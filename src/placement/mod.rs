@@ -23,6 +23,7 @@
 //! hands each runnable the one its [`Placement`] names; a program or a test
 //! can run either itself (see [`Environment`](crate::controller::Environment)).
 
+mod follower;
 mod leadership;
 mod sharding;
 

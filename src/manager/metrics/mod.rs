@@ -8,29 +8,28 @@
 //! at scrape time by
 //! [`Pulled`], so no timer task is needed.
 
+mod controller;
+mod pulled;
+mod queue;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
-};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::erased::{QueueView, SharedInformer};
+use self::controller::ControllerMetrics;
+use self::pulled::Pulled;
+use self::queue::QueueMetrics;
+use super::erased::SharedInformer;
 use super::runnable::Placed;
-use crate::controller::{
-    Controller, ControllerBuilder, ControllerObserver, Outcome, Reconciler, Watch,
-};
+use crate::controller::{Controller, ControllerBuilder, Reconciler, Watch};
 use crate::object::Object;
 use crate::placement::ShardingObserver;
-use crate::queue::QueueObserver;
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
 const RECONCILE_BUCKETS: [f64; 40] = [
@@ -40,28 +39,28 @@ const RECONCILE_BUCKETS: [f64; 40] = [
 ];
 
 /// The `result` label values, initialised to zero for every controller.
-const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+pub(super) const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabels {
-    controller: String,
+pub(super) struct ControllerLabels {
+    pub(super) controller: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    controller: String,
-    result: String,
+pub(super) struct ResultLabels {
+    pub(super) controller: String,
+    pub(super) result: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueLabels {
-    name: String,
-    controller: String,
+pub(super) struct QueueLabels {
+    pub(super) name: String,
+    pub(super) controller: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NameLabels {
-    name: String,
+pub(super) struct NameLabels {
+    pub(super) name: String,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -406,222 +405,4 @@ fn queue_labels(name: &str) -> QueueLabels {
         name: name.to_owned(),
         controller: name.to_owned(),
     }
-}
-
-/// One controller's reconcile metrics.
-#[derive(Debug)]
-pub(super) struct ControllerMetrics {
-    results: [Counter; 4],
-    errors: Counter,
-    terminal: Counter,
-    panics: Counter,
-    timeouts: Counter,
-    ryw_timeouts: Counter,
-    fenced_refused: Counter,
-    time: Histogram,
-    active: Gauge,
-}
-
-impl ControllerObserver for ControllerMetrics {
-    fn reconcile_started(&self) {
-        self.active.inc();
-    }
-
-    fn read_your_writes_expired(&self) {
-        self.ryw_timeouts.inc();
-    }
-
-    fn fenced_write_refused(&self) {
-        self.fenced_refused.inc();
-    }
-
-    fn reconcile_finished(&self, outcome: Outcome, took: Duration) {
-        self.active.dec();
-        let Some(label) = outcome.result_label() else {
-            return;
-        };
-        if let Some(i) = RESULTS.iter().position(|r| *r == label) {
-            self.results[i].inc();
-        }
-        self.time.observe(took.as_secs_f64());
-        match outcome {
-            Outcome::Error => {
-                self.errors.inc();
-            }
-            Outcome::TerminalError => {
-                self.errors.inc();
-                self.terminal.inc();
-            }
-            Outcome::Panic => {
-                self.errors.inc();
-                self.panics.inc();
-            }
-            Outcome::Timeout => {
-                self.errors.inc();
-                self.timeouts.inc();
-            }
-            _ => {}
-        }
-    }
-}
-
-/// One controller's queue metrics.
-#[derive(Debug)]
-pub(super) struct QueueMetrics {
-    adds: Counter,
-    queue_duration: Histogram,
-    work_duration: Histogram,
-    retries: Counter,
-    limiter_panics: Counter,
-}
-
-impl QueueObserver for QueueMetrics {
-    fn added(&self) {
-        self.adds.inc();
-    }
-
-    fn queued_for(&self, waited: Duration) {
-        self.queue_duration.observe(waited.as_secs_f64());
-    }
-
-    fn worked_for(&self, worked: Duration) {
-        self.work_duration.observe(worked.as_secs_f64());
-    }
-
-    fn retried(&self) {
-        self.retries.inc();
-    }
-
-    fn limiter_panicked(&self) {
-        self.limiter_panics.inc();
-    }
-}
-
-type QueueEntry = (QueueLabels, Arc<dyn QueueView>);
-type InformerEntry = (NameLabels, Arc<dyn SharedInformer>);
-
-/// The metrics read at scrape time.
-///
-/// The lists are only appended to while the manager is being configured;
-/// their locks are never held across an `.await`.
-#[derive(Default)]
-pub(super) struct Pulled {
-    queues: Mutex<Vec<QueueEntry>>,
-    informers: Mutex<Vec<InformerEntry>>,
-}
-
-impl std::fmt::Debug for Pulled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pulled")
-            .field("queues", &self.queues.lock().len())
-            .field("informers", &self.informers.lock().len())
-            .finish()
-    }
-}
-
-impl Collector for Pulled {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let queues: Vec<_> = self
-            .queues
-            .lock()
-            .iter()
-            .map(|(labels, queue)| (labels.clone(), queue.stats()))
-            .collect();
-        // Pulled at scrape time, like the other queue gauges: one consistent
-        // snapshot per queue.
-        encode_gauges(
-            &mut encoder,
-            "workqueue_depth",
-            "Current depth of workqueue",
-            queues
-                .iter()
-                .map(|(l, s)| (l, i64::try_from(s.ready).unwrap_or(i64::MAX))),
-        )?;
-        encode_gauges(
-            &mut encoder,
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
-            queues
-                .iter()
-                .map(|(l, s)| (l, s.unfinished_work.as_secs_f64())),
-        )?;
-        encode_gauges(
-            &mut encoder,
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running.",
-            queues
-                .iter()
-                .map(|(l, s)| (l, s.longest_running.unwrap_or_default().as_secs_f64())),
-        )?;
-        let informers: Vec<_> = self
-            .informers
-            .lock()
-            .iter()
-            .map(|(labels, informer)| (labels.clone(), informer.stats()))
-            .collect();
-        encode_informers(&mut encoder, &informers)
-    }
-}
-
-fn encode_gauges<'a, L: EncodeLabelSet + 'a, V: EncodeGaugeValue + std::fmt::Debug>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    values: impl Iterator<Item = (&'a L, V)>,
-) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    for (labels, value) in values {
-        ConstGauge::new(value).encode(family.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
-/// The informer counters: `tend_informer_*{name}`.
-fn encode_informers(
-    encoder: &mut DescriptorEncoder,
-    informers: &[(NameLabels, crate::informer::InformerStats)],
-) -> Result<(), std::fmt::Error> {
-    type Field = fn(&crate::informer::InformerStats) -> u64;
-    let counters: [(&str, &str, Field); 6] = [
-        ("tend_informer_lists", "Lists made by the informer", |s| {
-            s.lists
-        }),
-        (
-            "tend_informer_relists",
-            "Lists made after the informer's first successful one",
-            |s| s.relists,
-        ),
-        (
-            "tend_informer_watch_restarts",
-            "Watches reopened after a watch failed or ended",
-            |s| s.watch_restarts,
-        ),
-        (
-            "tend_informer_events_applied",
-            "Watch changes applied to the cache",
-            |s| s.events_applied,
-        ),
-        (
-            "tend_informer_stale_events_ignored",
-            "Changes ignored because the cache held the same or a newer state",
-            |s| s.stale_ignored,
-        ),
-        ("tend_informer_resyncs", "Resync rounds delivered", |s| {
-            s.resyncs
-        }),
-    ];
-    for (name, help, field) in counters {
-        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (labels, stats) in informers {
-            ConstCounter::new(field(stats)).encode(family.encode_family(labels)?)?;
-        }
-    }
-    encode_gauges(
-        encoder,
-        "tend_informer_cache_size",
-        "Objects in the informer's cache",
-        informers
-            .iter()
-            .map(|(l, s)| (l, i64::try_from(s.cache_size).unwrap_or(i64::MAX))),
-    )
 }
