@@ -319,6 +319,14 @@ impl Harness {
     /// # Errors
     ///
     /// [`HarnessError::TaskFailed`] for the first task that failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the future owns the harness. Its first poll
+    /// signals the stop; dropping it drops the harness's `JoinSet`, which
+    /// aborts each task not yet ended at its next await point instead of
+    /// waiting for it (a controller stops mid-reconcile rather than
+    /// draining), and the tasks' errors are lost.
     pub async fn shutdown(mut self) -> Result<(), HarnessError> {
         self.stop.cancel();
         let mut first_error = Ok(());
