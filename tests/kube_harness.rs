@@ -20,7 +20,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::config::Kubeconfig;
-use tend::testing::kube::{ControlPlane, KubeHarnessError};
+use tend::testing::HarnessError;
+use tend::testing::kube::ControlPlane;
 
 use wait::within;
 
@@ -165,7 +166,7 @@ async fn a_namespace_prefix_that_is_no_dns_label_is_refused() {
     let client = plane.client().await.expect("a client");
     let refused = plane.create_namespace(&client, "Not_A_Label").await;
     assert!(
-        matches!(refused, Err(KubeHarnessError::Kube { .. })),
+        matches!(refused, Err(HarnessError::Kube { .. })),
         "{refused:?}"
     );
 }
@@ -331,8 +332,9 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
         .start()
         .await
         .expect_err("no binary, no plane");
-    let KubeHarnessError::NotInstalled {
-        what,
+    let HarnessError::NotInstalled {
+        binary,
+        var,
         looked_at,
         hint,
     } = &error
@@ -340,8 +342,12 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
         panic!("expected NotInstalled, got {error:?}");
     };
     assert_eq!(
-        (*what, looked_at.as_str()),
-        ("kube-apiserver", "/nonexistent/kube-apiserver")
+        (*binary, *var, looked_at.as_str()),
+        (
+            "kube-apiserver",
+            "TEND_KUBE_APISERVER_BIN",
+            "/nonexistent/kube-apiserver"
+        )
     );
     for needed in [
         "TEND_KUBE_APISERVER_BIN",
@@ -365,7 +371,13 @@ async fn a_zero_startup_timeout_fails_with_the_log() {
         .await
         .expect_err("no time, no plane");
     assert!(
-        matches!(error, KubeHarnessError::Unhealthy { what: "etcd", .. }),
+        matches!(
+            error,
+            HarnessError::Unhealthy {
+                process: "etcd",
+                ..
+            }
+        ),
         "{error:?}"
     );
 }
