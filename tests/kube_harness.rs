@@ -364,6 +364,68 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
 }
 
 #[tokio::test]
+async fn a_missing_etcd_binary_says_how_to_get_one() {
+    let error = ControlPlane::builder()
+        .etcd_binary("/nonexistent/etcd")
+        .start()
+        .await
+        .expect_err("no etcd, no plane");
+    let HarnessError::NotInstalled {
+        binary,
+        var,
+        looked_at,
+        hint,
+    } = &error
+    else {
+        panic!("expected NotInstalled, got {error:?}");
+    };
+    assert_eq!(
+        (*binary, *var, looked_at.as_str()),
+        ("etcd", "TEND_ETCD_BIN", "/nonexistent/etcd")
+    );
+    assert!(hint.contains("etcd-server"), "{hint}");
+}
+
+/// Run by `an_apiserver_variable_naming_no_file_is_not_installed` in a
+/// child process with the variable set (setting it here would race with
+/// the other tests, which read it).
+#[tokio::test]
+#[ignore = "run by an_apiserver_variable_naming_no_file_is_not_installed"]
+async fn child_start_with_the_apiserver_variable_naming_no_file() {
+    let missing = "/nonexistent/kube-apiserver";
+    if std::env::var_os("TEND_KUBE_APISERVER_BIN").is_none_or(|var| var != missing) {
+        return; // run by hand (`--ignored`), not by its parent
+    }
+    let error = ControlPlane::start()
+        .await
+        .expect_err("no binary, no plane");
+    assert!(
+        matches!(
+            &error,
+            HarnessError::NotInstalled { binary: "kube-apiserver", looked_at, .. }
+                if looked_at == "TEND_KUBE_APISERVER_BIN=/nonexistent/kube-apiserver"
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn an_apiserver_variable_naming_no_file_is_not_installed() {
+    let child = "child_start_with_the_apiserver_variable_naming_no_file";
+    let output = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", child, "--ignored", "--quiet"])
+        .env("TEND_KUBE_APISERVER_BIN", "/nonexistent/kube-apiserver")
+        .output()
+        .expect("the test binary runs");
+    assert!(
+        output.status.success(),
+        "{child} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
 async fn a_zero_startup_timeout_fails_with_the_log() {
     let error = ControlPlane::builder()
         .startup_timeout(Duration::ZERO)
