@@ -1,5 +1,6 @@
 //! The etcd test harness itself: servers started side by side stay apart,
-//! and a proxy's partition heals without corrupting the connection.
+//! a proxy's partition heals without corrupting the connection, and a
+//! start that cannot succeed says why.
 
 #![cfg(feature = "etcd")]
 
@@ -7,8 +8,10 @@
 mod support;
 
 use std::collections::HashSet;
+use std::process::Command;
 use std::time::Duration;
 
+use tend::testing::HarnessError;
 use tend::testing::etcd::EtcdServer;
 
 use support::{client, server, through_proxy, within};
@@ -65,4 +68,83 @@ async fn a_request_sent_into_a_blackhole_completes_after_the_heal() {
         .await
         .unwrap();
     assert_eq!(after.kvs()[0].value_str().unwrap(), "2");
+}
+
+/// Run by `an_etcd_variable_naming_no_file_is_not_installed` in a child
+/// process with the variable set (setting it here would race with the
+/// other tests, which read it).
+#[tokio::test]
+#[ignore = "run by an_etcd_variable_naming_no_file_is_not_installed"]
+async fn child_start_with_the_etcd_variable_naming_no_file() {
+    let missing = "/nonexistent/etcd";
+    if std::env::var_os("TEND_ETCD_BIN").is_none_or(|var| var != missing) {
+        return; // run by hand (`--ignored`), not by its parent
+    }
+    let error = EtcdServer::start().await.expect_err("no binary, no server");
+    let HarnessError::NotInstalled {
+        binary,
+        var,
+        looked_at,
+        hint,
+    } = &error
+    else {
+        panic!("expected NotInstalled, got {error:?}");
+    };
+    assert_eq!(
+        (*binary, *var, looked_at.as_str()),
+        ("etcd", "TEND_ETCD_BIN", "TEND_ETCD_BIN=/nonexistent/etcd")
+    );
+    assert!(hint.contains("apt-get install -y etcd-server"), "{hint}");
+    let message = error.to_string();
+    assert!(message.starts_with("no `etcd` binary found"), "{message}");
+}
+
+#[test]
+fn an_etcd_variable_naming_no_file_is_not_installed() {
+    let child = "child_start_with_the_etcd_variable_naming_no_file";
+    let output = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", child, "--ignored", "--quiet"])
+        .env("TEND_ETCD_BIN", "/nonexistent/etcd")
+        .output()
+        .expect("the test binary runs");
+    assert!(
+        output.status.success(),
+        "{child} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_startup_timeout_fails_with_the_log() {
+    let error = EtcdServer::builder()
+        .startup_timeout(Duration::ZERO)
+        .start()
+        .await
+        .expect_err("no time, no server");
+    assert!(
+        matches!(
+            error,
+            HarnessError::Unhealthy {
+                process: "etcd",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_serves_its_data_on_the_same_address() {
+    let etcd = server().await;
+    let address = etcd.address();
+    client(&etcd).await.put("kept", "1", None).await.unwrap();
+    etcd.kill();
+    assert!(!etcd.is_running());
+    within("etcd to restart", Duration::from_secs(30), etcd.restart())
+        .await
+        .expect("etcd restarts");
+    assert_eq!(etcd.address(), address);
+    let kept = client(&etcd).await.get("kept", None).await.unwrap();
+    assert_eq!(kept.kvs()[0].value_str().unwrap(), "1");
 }

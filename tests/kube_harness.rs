@@ -20,7 +20,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::config::Kubeconfig;
-use tend::testing::kube::{ControlPlane, KubeHarnessError};
+use tend::testing::HarnessError;
+use tend::testing::kube::ControlPlane;
 
 use wait::within;
 
@@ -165,7 +166,7 @@ async fn a_namespace_prefix_that_is_no_dns_label_is_refused() {
     let client = plane.client().await.expect("a client");
     let refused = plane.create_namespace(&client, "Not_A_Label").await;
     assert!(
-        matches!(refused, Err(KubeHarnessError::Kube { .. })),
+        matches!(refused, Err(HarnessError::Kube { .. })),
         "{refused:?}"
     );
 }
@@ -331,8 +332,9 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
         .start()
         .await
         .expect_err("no binary, no plane");
-    let KubeHarnessError::NotInstalled {
-        what,
+    let HarnessError::NotInstalled {
+        binary,
+        var,
         looked_at,
         hint,
     } = &error
@@ -340,8 +342,12 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
         panic!("expected NotInstalled, got {error:?}");
     };
     assert_eq!(
-        (*what, looked_at.as_str()),
-        ("kube-apiserver", "/nonexistent/kube-apiserver")
+        (*binary, *var, looked_at.as_str()),
+        (
+            "kube-apiserver",
+            "TEND_KUBE_APISERVER_BIN",
+            "/nonexistent/kube-apiserver"
+        )
     );
     for needed in [
         "TEND_KUBE_APISERVER_BIN",
@@ -358,6 +364,68 @@ async fn a_missing_apiserver_binary_says_how_to_get_one() {
 }
 
 #[tokio::test]
+async fn a_missing_etcd_binary_says_how_to_get_one() {
+    let error = ControlPlane::builder()
+        .etcd_binary("/nonexistent/etcd")
+        .start()
+        .await
+        .expect_err("no etcd, no plane");
+    let HarnessError::NotInstalled {
+        binary,
+        var,
+        looked_at,
+        hint,
+    } = &error
+    else {
+        panic!("expected NotInstalled, got {error:?}");
+    };
+    assert_eq!(
+        (*binary, *var, looked_at.as_str()),
+        ("etcd", "TEND_ETCD_BIN", "/nonexistent/etcd")
+    );
+    assert!(hint.contains("etcd-server"), "{hint}");
+}
+
+/// Run by `an_apiserver_variable_naming_no_file_is_not_installed` in a
+/// child process with the variable set (setting it here would race with
+/// the other tests, which read it).
+#[tokio::test]
+#[ignore = "run by an_apiserver_variable_naming_no_file_is_not_installed"]
+async fn child_start_with_the_apiserver_variable_naming_no_file() {
+    let missing = "/nonexistent/kube-apiserver";
+    if std::env::var_os("TEND_KUBE_APISERVER_BIN").is_none_or(|var| var != missing) {
+        return; // run by hand (`--ignored`), not by its parent
+    }
+    let error = ControlPlane::start()
+        .await
+        .expect_err("no binary, no plane");
+    assert!(
+        matches!(
+            &error,
+            HarnessError::NotInstalled { binary: "kube-apiserver", looked_at, .. }
+                if looked_at == "TEND_KUBE_APISERVER_BIN=/nonexistent/kube-apiserver"
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn an_apiserver_variable_naming_no_file_is_not_installed() {
+    let child = "child_start_with_the_apiserver_variable_naming_no_file";
+    let output = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", child, "--ignored", "--quiet"])
+        .env("TEND_KUBE_APISERVER_BIN", "/nonexistent/kube-apiserver")
+        .output()
+        .expect("the test binary runs");
+    assert!(
+        output.status.success(),
+        "{child} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
 async fn a_zero_startup_timeout_fails_with_the_log() {
     let error = ControlPlane::builder()
         .startup_timeout(Duration::ZERO)
@@ -365,7 +433,13 @@ async fn a_zero_startup_timeout_fails_with_the_log() {
         .await
         .expect_err("no time, no plane");
     assert!(
-        matches!(error, KubeHarnessError::Unhealthy { what: "etcd", .. }),
+        matches!(
+            error,
+            HarnessError::Unhealthy {
+                process: "etcd",
+                ..
+            }
+        ),
         "{error:?}"
     );
 }

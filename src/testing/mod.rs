@@ -4,7 +4,8 @@
 //! With the `kube` feature, [`kube`] starts a real Kubernetes control plane
 //! (etcd and kube-apiserver), as controller-runtime's envtest does. With
 //! either, [`Proxy`] sits between a replica and its server and can cut it
-//! off (a partition, a stalled connection).
+//! off (a partition, a stalled connection). Every harness here fails with
+//! one error type, [`HarnessError`].
 //!
 //! A [`Harness`] runs informers and controllers on the memory backend (or any
 //! source) and waits until they have nothing left to do, so a test can write
@@ -60,12 +61,19 @@
 //! # Ok(()) }
 //! ```
 
+mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 #[cfg(any(feature = "etcd", feature = "kube"))]
 mod exec;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+mod gateway;
 #[cfg(feature = "kube")]
 pub mod kube;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+mod launcher;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+mod process;
 #[cfg(any(feature = "etcd", feature = "kube"))]
 mod proxy;
 
@@ -85,30 +93,9 @@ use crate::informer::Informer;
 use crate::object::Object;
 use crate::placement::{Leadership, Sharding};
 
+pub use self::error::HarnessError;
 #[cfg(any(feature = "etcd", feature = "kube"))]
 pub use self::proxy::Proxy;
-
-/// Why a harness call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum HarnessError {
-    /// Work was still going on when the timeout passed.
-    #[error("not settled within {timeout:?}: {busy}")]
-    NotSettled {
-        /// How long the harness waited.
-        timeout: Duration,
-        /// What was still busy.
-        busy: String,
-    },
-    /// An informer or controller stopped with an error, or panicked.
-    #[error("task `{task}` failed: {reason}")]
-    TaskFailed {
-        /// The informer or controller name.
-        task: String,
-        /// Its error, or the panic.
-        reason: String,
-    },
-}
 
 /// Runs informers and controllers for a test, and waits until they are idle.
 pub struct Harness {
@@ -319,6 +306,14 @@ impl Harness {
     /// # Errors
     ///
     /// [`HarnessError::TaskFailed`] for the first task that failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the future owns the harness. Its first poll
+    /// signals the stop; dropping it drops the harness's `JoinSet`, which
+    /// aborts each task not yet ended at its next await point instead of
+    /// waiting for it (a controller stops mid-reconcile rather than
+    /// draining), and the tasks' errors are lost.
     pub async fn shutdown(mut self) -> Result<(), HarnessError> {
         self.stop.cancel();
         let mut first_error = Ok(());

@@ -4,14 +4,15 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::config::Kubeconfig;
 
-use super::KubeHarnessError;
 use super::certs::Certs;
 use super::kubeconfig;
-use super::process::{Process, free_port};
+use crate::testing::HarnessError;
+use crate::testing::exec::{Budget, free_port};
+use crate::testing::process::{DiesWith, Process};
 
 /// How many times a first start is tried on a new port when the API server
 /// exits early (its port was taken in the meantime).
@@ -43,11 +44,8 @@ pub(super) struct Setup<'a> {
 
 impl ApiServer {
     /// Starts the API server on a free port and waits until it is ready,
-    /// for at most `budget` from `started`.
-    pub(super) async fn start(
-        setup: &Setup<'_>,
-        (started, budget): (Instant, Duration),
-    ) -> Result<Self, KubeHarnessError> {
+    /// within `budget`.
+    pub(super) async fn start(setup: &Setup<'_>, budget: Budget) -> Result<Self, HarnessError> {
         let mut attempt = 1;
         loop {
             let (port, address) = free_port()?;
@@ -56,15 +54,16 @@ impl ApiServer {
                     "kube-apiserver",
                     setup.binary.to_owned(),
                     setup.dir.join("kube-apiserver.log"),
+                    DiesWith::HarnessThread,
                 ),
                 address,
                 args: args(setup, address),
                 kubeconfig: kubeconfig::admin(&format!("https://{address}"), setup.certs),
             };
             drop(port);
-            match server.launch(started, budget).await {
+            match server.launch(budget).await {
                 Ok(()) => return Ok(server),
-                Err(error @ KubeHarnessError::Unhealthy { .. })
+                Err(error @ HarnessError::Unhealthy { .. })
                     if attempt < START_ATTEMPTS && !server.process.is_running() =>
                 {
                     tracing::debug!(%error, attempt, "kube-apiserver exited, trying a new port");
@@ -76,32 +75,32 @@ impl ApiServer {
     }
 
     /// Starts the API server again on the same port unless it runs, and
-    /// waits until it is ready, for at most `budget`.
-    pub(super) async fn start_again(&self, budget: Duration) -> Result<(), KubeHarnessError> {
+    /// waits until it is ready, within `budget`.
+    pub(super) async fn start_again(&self, budget: Budget) -> Result<(), HarnessError> {
         if !self.process.is_running() {
             self.process.spawn(&self.args)?;
         }
-        self.wait_ready(Instant::now(), budget).await
+        self.wait_ready(budget).await
     }
 
     /// Spawns the process and waits until it is ready.
-    async fn launch(&self, started: Instant, budget: Duration) -> Result<(), KubeHarnessError> {
+    async fn launch(&self, budget: Budget) -> Result<(), HarnessError> {
         self.process.spawn(&self.args)?;
-        self.wait_ready(started, budget).await
+        self.wait_ready(budget).await
     }
 
     /// Waits until `/readyz` answers 200, the process exits, or the budget
     /// is spent (real time: see [`runtime`](super::runtime)).
-    async fn wait_ready(&self, started: Instant, budget: Duration) -> Result<(), KubeHarnessError> {
+    async fn wait_ready(&self, budget: Budget) -> Result<(), HarnessError> {
         let client = kubeconfig::client(self.kubeconfig.clone()).await?;
-        while started.elapsed() < budget && self.process.is_running() {
+        while !budget.is_spent() && self.process.is_running() {
             let probe = client.request_text(readyz());
             if let Ok(Ok(_)) = tokio::time::timeout(PROBE_TIMEOUT, probe).await {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Err(self.process.unhealthy(started.elapsed()))
+        Err(self.process.unhealthy(budget.elapsed()))
     }
 
     /// `https://127.0.0.1:{port}`.

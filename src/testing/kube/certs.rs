@@ -13,7 +13,7 @@ use rcgen::{
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
 
-use super::KubeHarnessError;
+use crate::testing::HarnessError;
 
 /// The files written by [`Certs::generate`].
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub(super) struct Certs {
 impl Certs {
     /// Generates every certificate and key into `dir` (keys readable by
     /// the owner only).
-    pub(super) fn generate(dir: &Path) -> Result<Self, KubeHarnessError> {
+    pub(super) fn generate(dir: &Path) -> Result<Self, HarnessError> {
         let certs = Self {
             ca: dir.join("ca.crt"),
             serving_cert: dir.join("apiserver.crt"),
@@ -69,7 +69,7 @@ impl Certs {
         let key = signed(&admin, &client_ca, &certs.admin_cert)?;
         write(&certs.admin_key, &key.serialize_pem(), true)?;
 
-        let service_accounts = KeyPair::generate().map_err(KubeHarnessError::Certificates)?;
+        let service_accounts = KeyPair::generate().map_err(HarnessError::Certificates)?;
         write(
             &certs.service_account_key,
             &service_accounts.serialize_pem(),
@@ -85,9 +85,7 @@ impl Certs {
 }
 
 /// A self-signed CA named `name`.
-fn certificate_authority(
-    name: &str,
-) -> Result<CertifiedIssuer<'static, KeyPair>, KubeHarnessError> {
+fn certificate_authority(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, HarnessError> {
     let mut params = CertificateParams::default();
     params.distinguished_name = distinguished_name(name, None);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -96,8 +94,8 @@ fn certificate_authority(
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    let key = KeyPair::generate().map_err(KubeHarnessError::Certificates)?;
-    CertifiedIssuer::self_signed(params, key).map_err(KubeHarnessError::Certificates)
+    let key = KeyPair::generate().map_err(HarnessError::Certificates)?;
+    CertifiedIssuer::self_signed(params, key).map_err(HarnessError::Certificates)
 }
 
 /// The parameters of an end-entity certificate for `usage`, valid for the
@@ -107,9 +105,9 @@ fn leaf(
     organization: Option<&str>,
     usage: ExtendedKeyUsagePurpose,
     names: &[&str],
-) -> Result<CertificateParams, KubeHarnessError> {
+) -> Result<CertificateParams, HarnessError> {
     let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-    let mut params = CertificateParams::new(names).map_err(KubeHarnessError::Certificates)?;
+    let mut params = CertificateParams::new(names).map_err(HarnessError::Certificates)?;
     params.distinguished_name = distinguished_name(common_name, organization);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -125,11 +123,11 @@ fn signed(
     params: &CertificateParams,
     issuer: &CertifiedIssuer<'static, KeyPair>,
     path: &Path,
-) -> Result<KeyPair, KubeHarnessError> {
-    let key = KeyPair::generate().map_err(KubeHarnessError::Certificates)?;
+) -> Result<KeyPair, HarnessError> {
+    let key = KeyPair::generate().map_err(HarnessError::Certificates)?;
     let cert = params
         .signed_by(&key, issuer)
-        .map_err(KubeHarnessError::Certificates)?;
+        .map_err(HarnessError::Certificates)?;
     write(path, &cert.pem(), false)?;
     Ok(key)
 }
@@ -144,7 +142,7 @@ fn distinguished_name(common_name: &str, organization: Option<&str>) -> Distingu
 }
 
 /// Writes `contents` to a new file at `path`; mode 0600 when `private`.
-fn write(path: &Path, contents: &str, private: bool) -> Result<(), KubeHarnessError> {
+fn write(path: &Path, contents: &str, private: bool) -> Result<(), HarnessError> {
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -154,5 +152,5 @@ fn write(path: &Path, contents: &str, private: bool) -> Result<(), KubeHarnessEr
     options
         .open(path)
         .and_then(|mut file| file.write_all(contents.as_bytes()))
-        .map_err(KubeHarnessError::io("writing a certificate"))
+        .map_err(HarnessError::io("writing a certificate"))
 }

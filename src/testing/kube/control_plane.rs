@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -14,23 +14,23 @@ use tempfile::TempDir;
 
 use super::apiserver::{ApiServer, Setup};
 use super::certs::Certs;
-use super::etcd::Etcd;
-use super::{KubeHarnessError, kubeconfig, runtime};
-use crate::testing::exec::{find_binary, searched};
+use super::{kubeconfig, runtime};
+use crate::testing::HarnessError;
+use crate::testing::exec::{Binary, Budget};
+use crate::testing::launcher::{ETCD, EtcdProcess, EtcdSetup};
+use crate::testing::process::DiesWith;
 
-/// The environment variable naming the kube-apiserver binary.
-const APISERVER_VAR: &str = "TEND_KUBE_APISERVER_BIN";
-/// The environment variable naming the etcd binary (as for `testing::etcd`).
-const ETCD_VAR: &str = "TEND_ETCD_BIN";
-
-const APISERVER_HINT: &str = "point TEND_KUBE_APISERVER_BIN at a kube-apiserver binary: \
-    with envtest, `setup-envtest use 1.36 -p path` prints the directory that holds one; \
-    or take one from the Kubernetes release binaries \
-    (https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kube-apiserver); \
-    in tend's CI it is ../shared/bin/kube-apiserver.gz, unpacked";
-const ETCD_HINT: &str = "install it with `apt-get install -y etcd-server` (Debian, Ubuntu) \
-    or from https://github.com/etcd-io/etcd/releases (envtest's directory has one too), \
-    or point TEND_ETCD_BIN at the binary";
+/// The kube-apiserver binary: `$TEND_KUBE_APISERVER_BIN`, else
+/// `kube-apiserver` on the `PATH`.
+const APISERVER: Binary = Binary {
+    name: "kube-apiserver",
+    var: "TEND_KUBE_APISERVER_BIN",
+    hint: "point TEND_KUBE_APISERVER_BIN at a kube-apiserver binary: \
+        with envtest, `setup-envtest use 1.36 -p path` prints the directory that holds one; \
+        or take one from the Kubernetes release binaries \
+        (https://dl.k8s.io/release/v1.36.2/bin/linux/amd64/kube-apiserver); \
+        in tend's CI it is ../shared/bin/kube-apiserver.gz, unpacked",
+};
 
 /// Numbers the control planes of this process, for unique etcd member names.
 static PLANES: AtomicU64 = AtomicU64::new(0);
@@ -71,7 +71,7 @@ pub struct ControlPlane {
 #[derive(Debug)]
 pub(super) struct Inner {
     pub(super) apiserver: ApiServer,
-    pub(super) etcd: Etcd,
+    pub(super) etcd: EtcdProcess,
     kubeconfig_path: PathBuf,
     /// The budget of each start of the API server.
     pub(super) startup: Duration,
@@ -124,20 +124,20 @@ impl ControlPlaneBuilder {
     ///
     /// # Errors
     ///
-    /// [`KubeHarnessError::NotInstalled`] (saying how to get the binary),
-    /// [`KubeHarnessError::Unhealthy`] with the end of the process's log,
-    /// or another [`KubeHarnessError`] for files and certificates.
+    /// [`HarnessError::NotInstalled`] (saying how to get the binary),
+    /// [`HarnessError::Unhealthy`] with the end of the process's log,
+    /// or another [`HarnessError`] for files and certificates.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future stops the start and kills what it started.
-    pub async fn start(self) -> Result<ControlPlane, KubeHarnessError> {
-        let apiserver = binary(self.apiserver_binary, APISERVER_VAR, "kube-apiserver")?;
-        let etcd = binary(self.etcd_binary, ETCD_VAR, "etcd")?;
+    pub async fn start(self) -> Result<ControlPlane, HarnessError> {
+        let apiserver = APISERVER.find(self.apiserver_binary)?;
+        let etcd = ETCD.find(self.etcd_binary)?;
         let startup = self.startup.unwrap_or(Duration::from_secs(60));
         let args = self.apiserver_args;
         let inner =
-            runtime::run(async move { Inner::start(&apiserver, &etcd, &args, startup).await })
+            runtime::run(async move { Inner::start(&apiserver, etcd, &args, startup).await })
                 .await??;
         Ok(ControlPlane {
             inner: Arc::new(inner),
@@ -145,50 +145,30 @@ impl ControlPlaneBuilder {
     }
 }
 
-/// `explicit` if given, else the binary the variable `var` names, else
-/// `name` on the `PATH`.
-fn binary(
-    explicit: Option<PathBuf>,
-    var: &str,
-    name: &'static str,
-) -> Result<PathBuf, KubeHarnessError> {
-    let hint = if name == "etcd" {
-        ETCD_HINT
-    } else {
-        APISERVER_HINT
-    };
-    match explicit {
-        Some(path) if path.is_file() => Ok(path),
-        Some(path) => Err(KubeHarnessError::NotInstalled {
-            what: name,
-            looked_at: path.display().to_string(),
-            hint,
-        }),
-        None => find_binary(var, name).ok_or_else(|| KubeHarnessError::NotInstalled {
-            what: name,
-            looked_at: searched(var, name),
-            hint,
-        }),
-    }
-}
-
 impl Inner {
     /// Runs on the harness thread.
     async fn start(
         apiserver: &Path,
-        etcd: &Path,
+        etcd: PathBuf,
         extra_args: &[OsString],
         startup: Duration,
-    ) -> Result<Self, KubeHarnessError> {
-        let budget = (Instant::now(), startup);
+    ) -> Result<Self, HarnessError> {
+        let budget = Budget::starting_now(startup);
         let number = PLANES.fetch_add(1, Ordering::Relaxed);
         let name = format!("tend-kube-{}-{number}", std::process::id());
         let dir = tempfile::Builder::new()
             .prefix(&format!("{name}-"))
             .tempdir()
-            .map_err(KubeHarnessError::io("making a temporary directory"))?;
+            .map_err(HarnessError::io("making a temporary directory"))?;
         let certs = Certs::generate(dir.path())?;
-        let etcd = Etcd::start(etcd, dir.path(), &name, budget).await?;
+        let etcd_setup = EtcdSetup {
+            binary: etcd,
+            dir: dir.path().to_owned(),
+            name,
+            extra_args: Vec::new(),
+            dies_with: DiesWith::HarnessThread,
+        };
+        let etcd = EtcdProcess::start(&etcd_setup, budget).await?;
         let setup = Setup {
             binary: apiserver,
             dir: dir.path(),
@@ -231,7 +211,7 @@ impl ControlPlane {
     /// # Cancel safety
     ///
     /// Dropping the future stops the start and kills what it started.
-    pub async fn start() -> Result<Self, KubeHarnessError> {
+    pub async fn start() -> Result<Self, HarnessError> {
         Self::builder().start().await
     }
 
@@ -295,14 +275,14 @@ impl ControlPlane {
     ///
     /// # Errors
     ///
-    /// [`KubeHarnessError::Kubeconfig`] if the certificates cannot be read
-    /// (the plane's directory was removed), [`KubeHarnessError::Kube`] if
+    /// [`HarnessError::Kubeconfig`] if the certificates cannot be read
+    /// (the plane's directory was removed), [`HarnessError::Kube`] if
     /// the client cannot be built.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub async fn client(&self) -> Result<kube::Client, KubeHarnessError> {
+    pub async fn client(&self) -> Result<kube::Client, HarnessError> {
         kubeconfig::client(self.kubeconfig()).await
     }
 
@@ -313,7 +293,7 @@ impl ControlPlane {
     ///
     /// # Errors
     ///
-    /// [`KubeHarnessError::Kube`] if the API server refuses, e.g. when
+    /// [`HarnessError::Kube`] if the API server refuses, e.g. when
     /// `prefix` has characters a namespace name cannot have (it is a DNS
     /// label: lowercase letters, digits and `-`, starting with a letter or
     /// digit; the server shortens a long prefix).
@@ -325,7 +305,7 @@ impl ControlPlane {
         &self,
         client: &kube::Client,
         prefix: &str,
-    ) -> Result<String, KubeHarnessError> {
+    ) -> Result<String, HarnessError> {
         let namespace = Namespace {
             metadata: ObjectMeta {
                 generate_name: Some(format!("{prefix}-")),
@@ -333,7 +313,7 @@ impl ControlPlane {
             },
             ..Namespace::default()
         };
-        let failed = |source| KubeHarnessError::Kube {
+        let failed = |source| HarnessError::Kube {
             doing: "creating a namespace",
             source,
         };

@@ -8,8 +8,8 @@ use kube::config::{
     NamedContext,
 };
 
-use super::KubeHarnessError;
 use super::certs::Certs;
+use crate::testing::HarnessError;
 
 /// The names of the kubeconfig's one cluster, user and context.
 const CLUSTER: &str = "tend-test";
@@ -56,19 +56,19 @@ pub(super) fn admin(server: &str, certs: &Certs) -> Kubeconfig {
 
 /// Writes `kubeconfig` to `path` as JSON (which is YAML too, so kubectl
 /// and every kubeconfig loader read it).
-pub(super) fn write(kubeconfig: &Kubeconfig, path: &Path) -> Result<(), KubeHarnessError> {
+pub(super) fn write(kubeconfig: &Kubeconfig, path: &Path) -> Result<(), HarnessError> {
     let doing = "writing the kubeconfig";
     let text = serde_json::to_string_pretty(kubeconfig)
-        .map_err(|error| KubeHarnessError::io(doing)(error.into()))?;
-    std::fs::write(path, text).map_err(KubeHarnessError::io(doing))
+        .map_err(|error| HarnessError::io(doing)(error.into()))?;
+    std::fs::write(path, text).map_err(HarnessError::io(doing))
 }
 
 /// A client of `kubeconfig`'s current context, on the current tokio runtime.
-pub(super) async fn client(kubeconfig: Kubeconfig) -> Result<kube::Client, KubeHarnessError> {
+pub(super) async fn client(kubeconfig: Kubeconfig) -> Result<kube::Client, HarnessError> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(KubeHarnessError::Kubeconfig)?;
-    kube::Client::try_from(config).map_err(|source| KubeHarnessError::Kube {
+        .map_err(HarnessError::Kubeconfig)?;
+    kube::Client::try_from(config).map_err(|source| HarnessError::Kube {
         doing: "building a client",
         source,
     })

@@ -12,11 +12,13 @@
 //!
 //! The API server is `$TEND_KUBE_APISERVER_BIN` if set, else
 //! `kube-apiserver` on the `PATH`; etcd is `$TEND_ETCD_BIN` if set, else
-//! `etcd` on the `PATH` (as for `testing::etcd`, but without the `etcd`
-//! feature: this harness talks to etcd over its HTTP gateway).
+//! `etcd` on the `PATH` (as for `testing::etcd`, and started by the same
+//! launcher, but without the `etcd` feature: the launcher talks to etcd
+//! over its HTTP gateway).
 //! [`ControlPlaneBuilder::apiserver_binary`] and
 //! [`ControlPlaneBuilder::etcd_binary`] override both. When one is missing,
-//! [`KubeHarnessError::NotInstalled`] says how to get it. With envtest's
+//! [`HarnessError::NotInstalled`](crate::testing::HarnessError::NotInstalled)
+//! says where it looked and how to get it. With envtest's
 //! tools: `setup-envtest use 1.36 -p path` prints a directory holding both
 //! (`TEND_KUBE_APISERVER_BIN=$dir/kube-apiserver TEND_ETCD_BIN=$dir/etcd`);
 //! or the Kubernetes release binaries, and `apt-get install -y etcd-server`.
@@ -88,13 +90,10 @@
 mod apiserver;
 mod certs;
 mod control_plane;
-mod error;
-mod etcd;
 mod faults;
 mod kubeconfig;
-mod process;
 mod runtime;
 mod shared;
 
 pub use self::control_plane::{ControlPlane, ControlPlaneBuilder};
-pub use self::error::KubeHarnessError;
+pub(crate) use self::runtime::tie_to_harness_thread;

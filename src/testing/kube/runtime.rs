@@ -14,15 +14,16 @@
 //!   started in one test serves the next.
 
 use std::future::Future;
+use std::process::Command;
 use std::sync::OnceLock;
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
-use super::KubeHarnessError;
+use crate::testing::HarnessError;
 
 /// The harness thread's name (processes must be spawned from it).
-pub(super) const THREAD_NAME: &str = "tend-kube-harness";
+const THREAD_NAME: &str = "tend-kube-harness";
 
 /// The harness runtime, or why it could not be started.
 static HARNESS: OnceLock<Result<Handle, std::io::ErrorKind>> = OnceLock::new();
@@ -33,7 +34,7 @@ static HARNESS: OnceLock<Result<Handle, std::io::ErrorKind>> = OnceLock::new();
 ///
 /// Dropping the returned future aborts the task at its next await point
 /// (its values are dropped, which kills the processes it started).
-pub(super) async fn run<F>(future: F) -> Result<F::Output, KubeHarnessError>
+pub(super) async fn run<F>(future: F) -> Result<F::Output, HarnessError>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -41,7 +42,7 @@ where
     let handle = HARNESS
         .get_or_init(|| start().map_err(|error| error.kind()))
         .as_ref()
-        .map_err(|&kind| KubeHarnessError::Io {
+        .map_err(|&kind| HarnessError::Io {
             doing: "starting the harness thread",
             source: kind.into(),
         })?;
@@ -49,7 +50,7 @@ where
     match (&mut task.0).await {
         Ok(output) => Ok(output),
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(error) => Err(KubeHarnessError::Io {
+        Err(error) => Err(HarnessError::Io {
             doing: "running on the harness thread",
             source: std::io::Error::other(error),
         }),
@@ -74,5 +75,44 @@ struct AbortOnDrop<T>(JoinHandle<T>);
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Has the kernel kill the process `command` spawns when the harness thread
+/// exits (on Linux; elsewhere nothing does): called by
+/// [`Process`](crate::testing::process::Process)es that die with it.
+pub(crate) fn tie_to_harness_thread(command: &mut Command) {
+    // The kernel signals when the spawning *thread* exits.
+    debug_assert_eq!(std::thread::current().name(), Some(THREAD_NAME));
+    #[cfg(target_os = "linux")]
+    die_with_parent(command);
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
+}
+
+/// Has the kernel SIGKILL the child when the thread that spawns it exits
+/// (with the whole test process, for the harness thread), so that a test
+/// binary that dies without running destructors leaves no server behind.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // `pre_exec`; see the SAFETY comment.
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+
+    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    // SAFETY: the closure runs in the forked child before `exec`, where only
+    // async-signal-safe calls are allowed: it calls `prctl` and `getppid`,
+    // and builds errors that do not allocate.
+    unsafe {
+        command.pre_exec(move || {
+            let signal = libc::SIGKILL as libc::c_ulong;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the prctl: no signal will come.
+            if libc::getppid() != parent {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            Ok(())
+        });
     }
 }

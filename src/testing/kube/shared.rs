@@ -3,7 +3,8 @@
 
 use tokio::sync::OnceCell;
 
-use super::{ControlPlane, KubeHarnessError};
+use super::ControlPlane;
+use crate::testing::HarnessError;
 
 /// The shared plane, once started.
 static SHARED: OnceCell<ControlPlane> = OnceCell::const_new();
@@ -33,7 +34,7 @@ impl ControlPlane {
     /// # Cancel safety
     ///
     /// Cancel safe: a start that is dropped is taken up by the next call.
-    pub async fn shared() -> Result<&'static Self, KubeHarnessError> {
+    pub async fn shared() -> Result<&'static Self, HarnessError> {
         SHARED
             .get_or_try_init(|| async {
                 let plane = Self::start().await?;

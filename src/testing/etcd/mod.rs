@@ -1,7 +1,9 @@
 //! A real etcd for tests: [`EtcdServer`] starts the `etcd` binary as a
 //! child process on free 127.0.0.1 ports with a private temporary data
 //! directory, waits until it serves, and kills it when dropped (also when a
-//! test panics). A [`Proxy`](super::Proxy) between a client and the server
+//! test panics). It is started by the same launcher as the etcd of
+//! `testing::kube`'s control plane; its errors are
+//! [`HarnessError`](super::HarnessError)s. A [`Proxy`](super::Proxy) between a client and the server
 //! can blackhole the traffic, to cut one replica off from etcd.
 //!
 //! The binary is `$TEND_ETCD_BIN` if set, else `etcd` on the `PATH`. On
@@ -20,6 +22,8 @@
 //! # Ok(()) }
 //! ```
 
+mod connect;
 mod server;
 
-pub use self::server::{EtcdServer, EtcdServerBuilder, HarnessError, connect};
+pub use self::connect::connect;
+pub use self::server::{EtcdServer, EtcdServerBuilder};
