@@ -3,6 +3,7 @@
 //!
 //! (The concept is documented on [`Informer`], the public type.)
 
+mod apply;
 mod backoff;
 mod cache;
 mod dispatch;

@@ -1,21 +1,18 @@
 //! The informer's engine: a state machine (list → watch → back off → …)
 //! driven in the caller's task, one small function per transition.
 
-use std::sync::Arc;
-
 use futures::{FutureExt, StreamExt};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::Shared;
 use super::backoff::{Backoff, jittered};
-use super::cache::{Applied, Removed, Replaced};
 use super::dispatch::{FLUSH_EVERY, FlushOnUnwind};
 use super::stats::Counters;
 use super::tombstones::Tombstones;
-use super::{Event, Shared};
 use crate::error::error_chain;
 use crate::object::{Object, Revision};
-use crate::source::{Change, Snapshot, SourceError, WatchStream};
+use crate::source::{Change, SourceError, WatchStream};
 
 /// How a run of watch changes ended.
 enum RunEnd<O: Object> {
@@ -57,22 +54,22 @@ enum Retry {
 
 /// One run of an informer.
 pub(super) struct Runner<'a, O: Object> {
-    shared: &'a Shared<O>,
+    pub(super) shared: &'a Shared<O>,
     /// The latest revision seen: where the next watch starts.
-    revision: Revision,
-    backoff: Backoff,
+    pub(super) revision: Revision,
+    pub(super) backoff: Backoff,
     /// Consecutive watches that failed without delivering anything.
-    failures: u32,
+    pub(super) failures: u32,
     /// No watch has delivered anything since the last list: an "expired"
     /// now means the source expires faster than we list, so back off.
-    fresh_list: bool,
-    tombstones: Tombstones<O::Key>,
-    rng: fastrand::Rng,
-    resync_at: Option<Instant>,
-    relist_at: Option<Instant>,
+    pub(super) fresh_list: bool,
+    pub(super) tombstones: Tombstones<O::Key>,
+    pub(super) rng: fastrand::Rng,
+    pub(super) resync_at: Option<Instant>,
+    pub(super) relist_at: Option<Instant>,
     /// The last run of watch events ended with a settled flush: buffering
     /// handlers may have kept keys back.
-    held: bool,
+    pub(super) held: bool,
 }
 
 impl<'a, O: Object> Runner<'a, O> {
@@ -341,141 +338,5 @@ impl<'a, O: Object> Runner<'a, O> {
             until: crate::time::deadline(Instant::now(), delay),
             then,
         }
-    }
-
-    fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) {
-        let shared = self.shared;
-        let count = snapshot.objects.len();
-        let mut subscribers = shared.subscribers.lock();
-        let with_events = !subscribers.is_empty();
-        let replaced = shared.store.replace(
-            snapshot.objects,
-            shared.transform.as_ref(),
-            initial,
-            with_events,
-        );
-        let Replaced { events, stale, old } = replaced;
-        let events = subscribers.deliver_all(events);
-        shared.store.publish(snapshot.revision);
-        shared.store.mark_synced();
-        drop(subscribers);
-        Counters::add(&shared.counters.stale_ignored, stale);
-        let changes = events.len();
-        // The old cache and the events are freed outside every lock.
-        drop((events, old));
-        self.revision = snapshot.revision;
-        shared.counters.revision.store(
-            snapshot.revision.get(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        self.tombstones.clear();
-        let now = Instant::now();
-        self.relist_at = shared
-            .options
-            .relist
-            .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
-        if self.resync_at.is_none() {
-            self.resync_at = shared
-                .options
-                .resync
-                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
-        }
-        tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
-    }
-
-    fn apply(&mut self, change: Change<O>) {
-        match change {
-            Change::Applied(object) => self.apply_object(object),
-            Change::Deleted { key, revision } => self.apply_delete(key, revision),
-            Change::Bookmark(revision) => self.advance_revision(revision),
-        }
-    }
-
-    fn apply_object(&mut self, object: O) {
-        let shared = self.shared;
-        let object = match &shared.transform {
-            Some(transform) => transform(object),
-            None => object,
-        };
-        let version = object.version();
-        self.advance_revision(version);
-        let key = object.key();
-        if self.tombstones.covers(&key, version) {
-            Counters::bump(&shared.counters.stale_ignored);
-            return;
-        }
-        self.tombstones.forget(&key);
-        let new = Arc::new(object);
-        let mut subscribers = shared.subscribers.lock();
-        match shared.store.apply(&key, Arc::clone(&new)) {
-            Applied::Stale => {
-                drop(subscribers);
-                Counters::bump(&shared.counters.stale_ignored);
-            }
-            Applied::Stored(old) => {
-                // The key computed above goes with the event: handlers do
-                // not call `Object::key` (user code) again.
-                let event = Event::Applied { old, new };
-                subscribers.deliver_owned(key, &event);
-                drop(subscribers);
-                Counters::bump(&shared.counters.events_applied);
-            }
-        }
-    }
-
-    fn apply_delete(&mut self, key: O::Key, revision: Revision) {
-        let shared = self.shared;
-        self.advance_revision(revision);
-        let mut subscribers = shared.subscribers.lock();
-        match shared.store.remove(&key, revision) {
-            Removed::Gone(old) => {
-                let event = Event::Deleted(old);
-                subscribers.deliver(&key, &event);
-                drop(subscribers);
-                Counters::bump(&shared.counters.events_applied);
-            }
-            Removed::Stale => {
-                drop(subscribers);
-                Counters::bump(&shared.counters.stale_ignored);
-                return;
-            }
-            Removed::Absent => {
-                drop(subscribers);
-                if self.tombstones.covers(&key, revision) {
-                    Counters::bump(&shared.counters.stale_ignored);
-                    return;
-                }
-            }
-        }
-        self.tombstones.insert(key, revision);
-    }
-
-    fn advance_revision(&mut self, revision: Revision) {
-        if revision > self.revision {
-            self.revision = revision;
-            self.shared
-                .counters
-                .revision
-                .store(revision.get(), std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    fn resync(&mut self) {
-        let shared = self.shared;
-        let mut subscribers = shared.subscribers.lock();
-        Counters::bump(&shared.counters.resyncs);
-        if subscribers.is_empty() {
-            return;
-        }
-        let events: Vec<_> = shared
-            .store
-            .snapshot()
-            .into_iter()
-            .map(|(key, object)| (key, Event::Resync(object)))
-            .collect();
-        tracing::debug!(objects = events.len(), "resync");
-        let spent = subscribers.deliver_all(events);
-        drop(subscribers);
-        drop(spent);
     }
 }

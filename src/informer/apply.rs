@@ -1,0 +1,152 @@
+//! The informer's cache writes: a list's snapshot, a watch's changes, the
+//! resync, each applied to the cache and delivered to the handlers.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::Event;
+use super::backoff::jittered;
+use super::cache::{Applied, Removed, Replaced};
+use super::stats::Counters;
+use super::watcher::Runner;
+use crate::object::{Object, Revision};
+use crate::source::{Change, Snapshot};
+
+impl<O: Object> Runner<'_, O> {
+    pub(super) fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) {
+        let shared = self.shared;
+        let count = snapshot.objects.len();
+        let mut subscribers = shared.subscribers.lock();
+        let with_events = !subscribers.is_empty();
+        let replaced = shared.store.replace(
+            snapshot.objects,
+            shared.transform.as_ref(),
+            initial,
+            with_events,
+        );
+        let Replaced { events, stale, old } = replaced;
+        let events = subscribers.deliver_all(events);
+        shared.store.publish(snapshot.revision);
+        shared.store.mark_synced();
+        drop(subscribers);
+        Counters::add(&shared.counters.stale_ignored, stale);
+        let changes = events.len();
+        // The old cache and the events are freed outside every lock.
+        drop((events, old));
+        self.revision = snapshot.revision;
+        shared.counters.revision.store(
+            snapshot.revision.get(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.tombstones.clear();
+        let now = Instant::now();
+        self.relist_at = shared
+            .options
+            .relist
+            .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
+        if self.resync_at.is_none() {
+            self.resync_at = shared
+                .options
+                .resync
+                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
+        }
+        tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
+    }
+
+    pub(super) fn apply(&mut self, change: Change<O>) {
+        match change {
+            Change::Applied(object) => self.apply_object(object),
+            Change::Deleted { key, revision } => self.apply_delete(key, revision),
+            Change::Bookmark(revision) => self.advance_revision(revision),
+        }
+    }
+
+    pub(super) fn apply_object(&mut self, object: O) {
+        let shared = self.shared;
+        let object = match &shared.transform {
+            Some(transform) => transform(object),
+            None => object,
+        };
+        let version = object.version();
+        self.advance_revision(version);
+        let key = object.key();
+        if self.tombstones.covers(&key, version) {
+            Counters::bump(&shared.counters.stale_ignored);
+            return;
+        }
+        self.tombstones.forget(&key);
+        let new = Arc::new(object);
+        let mut subscribers = shared.subscribers.lock();
+        match shared.store.apply(&key, Arc::clone(&new)) {
+            Applied::Stale => {
+                drop(subscribers);
+                Counters::bump(&shared.counters.stale_ignored);
+            }
+            Applied::Stored(old) => {
+                // The key computed above goes with the event: handlers do
+                // not call `Object::key` (user code) again.
+                let event = Event::Applied { old, new };
+                subscribers.deliver_owned(key, &event);
+                drop(subscribers);
+                Counters::bump(&shared.counters.events_applied);
+            }
+        }
+    }
+
+    pub(super) fn apply_delete(&mut self, key: O::Key, revision: Revision) {
+        let shared = self.shared;
+        self.advance_revision(revision);
+        let mut subscribers = shared.subscribers.lock();
+        match shared.store.remove(&key, revision) {
+            Removed::Gone(old) => {
+                let event = Event::Deleted(old);
+                subscribers.deliver(&key, &event);
+                drop(subscribers);
+                Counters::bump(&shared.counters.events_applied);
+            }
+            Removed::Stale => {
+                drop(subscribers);
+                Counters::bump(&shared.counters.stale_ignored);
+                return;
+            }
+            Removed::Absent => {
+                drop(subscribers);
+                if self.tombstones.covers(&key, revision) {
+                    Counters::bump(&shared.counters.stale_ignored);
+                    return;
+                }
+            }
+        }
+        self.tombstones.insert(key, revision);
+    }
+
+    pub(super) fn advance_revision(&mut self, revision: Revision) {
+        if revision > self.revision {
+            self.revision = revision;
+            self.shared
+                .counters
+                .revision
+                .store(revision.get(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn resync(&mut self) {
+        let shared = self.shared;
+        let mut subscribers = shared.subscribers.lock();
+        Counters::bump(&shared.counters.resyncs);
+        if subscribers.is_empty() {
+            return;
+        }
+        let events: Vec<_> = shared
+            .store
+            .snapshot()
+            .into_iter()
+            .map(|(key, object)| (key, Event::Resync(object)))
+            .collect();
+        tracing::debug!(objects = events.len(), "resync");
+        let spent = subscribers.deliver_all(events);
+        drop(subscribers);
+        drop(spent);
+    }
+}
