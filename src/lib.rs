@@ -116,12 +116,10 @@
 //! # #[derive(Clone, Debug, PartialEq)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! use tend::client::{Client, ClientError};
+//! use tend::client::ClientError;
 //! use tend::controller::{Action, Context, Reconciler};
 //!
-//! struct Switch {
-//!     lights: Client<Light>,
-//! }
+//! struct Switch;
 //!
 //! impl Reconciler<Light> for Switch {
 //!     type Error = ClientError;
@@ -137,8 +135,12 @@
 //!         }
 //!         // Act: a conflict (someone wrote in between) is an error, so
 //!         // the key is retried and the next reconcile sees the new state.
+//!         // Through the reconcile's own client (given to the controller's
+//!         // builder): fenced under leader election, and the key's next
+//!         // reconcile waits for the cache to show the write.
+//!         let lights = ctx.client::<Light>().expect("the builder was given a client of lights");
 //!         let switched = Light { is_on: light.want_on, ..Light::clone(light) };
-//!         self.lights.update(switched).await?;
+//!         lights.update(switched).await?;
 //!         Ok(Action::Done)
 //!     }
 //! }
@@ -181,18 +183,19 @@
 //! cancelled.
 //!
 //! ```
-//! # use tend::client::{Client, ClientError};
+//! # use tend::client::ClientError;
 //! # use tend::controller::{Action, Context, Reconciler};
 //! # use tend::Revision;
 //! # #[derive(Clone, Debug, PartialEq)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! # struct Switch { lights: Client<Light> }
+//! # struct Switch;
 //! # impl Reconciler<Light> for Switch {
 //! #     type Error = ClientError;
 //! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
 //! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
-//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #             let lights = ctx.client::<Light>().expect("a client");
+//! #             lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
 //! #         }
 //! #         Ok(Action::Done)
 //! #     }
@@ -206,7 +209,8 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = MemoryStore::new("lights");
 //! let informer = Informer::builder(store.clone()).build()?;
-//! let controller = Controller::builder("switch", &informer, Switch { lights: store.client() })
+//! let controller = Controller::builder("switch", &informer, Switch)
+//!     .client(store.client()) // what `ctx.client::<Light>()` hands each reconcile
 //!     .resync(Duration::from_secs(600)) // re-check every light now and then
 //!     .build()?;
 //!
@@ -241,19 +245,20 @@
 //! (`http_address`, feature `http`).
 //!
 //! ```
-//! # use tend::client::{Client, ClientError};
+//! # use tend::client::ClientError;
 //! # use tend::controller::{Action, Context, Reconciler};
 //! # use tend::memory::MemoryStore;
 //! # use tend::{Informer, Revision};
 //! # #[derive(Clone, Debug, PartialEq)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! # struct Switch { lights: Client<Light> }
+//! # struct Switch;
 //! # impl Reconciler<Light> for Switch {
 //! #     type Error = ClientError;
 //! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
 //! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
-//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #             let lights = ctx.client::<Light>().expect("a client");
+//! #             lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
 //! #         }
 //! #         Ok(Action::Done)
 //! #     }
@@ -265,7 +270,7 @@
 //! let store = MemoryStore::new("lights");
 //! let mut manager = Manager::builder().build()?;
 //! let lights = manager.informer("lights", || Informer::builder(store.clone()).build())?;
-//! let switch = manager.controller("switch", &lights, Switch { lights: store.client() }).build()?;
+//! let switch = manager.controller("switch", &lights, Switch).client(store.client()).build()?;
 //! manager.add_controller(switch)?;
 //!
 //! // A task beside the controllers: here, it wishes the hall lit and stops
@@ -298,18 +303,19 @@
 //! actual state.
 //!
 //! ```
-//! # use tend::client::{Client, ClientError};
+//! # use tend::client::ClientError;
 //! # use tend::controller::{Action, Context, Reconciler};
 //! # use tend::Revision;
 //! # #[derive(Clone, Debug, PartialEq)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, version: Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! # struct Switch { lights: Client<Light> }
+//! # struct Switch;
 //! # impl Reconciler<Light> for Switch {
 //! #     type Error = ClientError;
 //! #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, ClientError> {
 //! #         if let Some(l) = ctx.object().filter(|l| l.want_on != l.is_on) {
-//! #             self.lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
+//! #             let lights = ctx.client::<Light>().expect("a client");
+//! #             lights.update(Light { is_on: l.want_on, ..Light::clone(l) }).await?;
 //! #         }
 //! #         Ok(Action::Done)
 //! #     }
@@ -327,7 +333,7 @@
 //! let informer = Informer::builder(store.clone()).build()?;
 //! let mut harness = Harness::new();
 //! harness.informer(&informer);
-//! harness.controller(Controller::builder("switch", &informer, Switch { lights: store.client() }).build()?);
+//! harness.controller(Controller::builder("switch", &informer, Switch).client(store.client()).build()?);
 //!
 //! let hall = Light { room: "hall".into(), want_on: true, is_on: false, version: Revision::ZERO };
 //! store.client().create(hall).await?;
@@ -349,12 +355,12 @@
 //! ```no_run
 //! # #[cfg(feature = "etcd")]
 //! # mod etcd_step {
-//! # use tend::client::{Client, ClientError};
+//! # use tend::client::ClientError;
 //! # use tend::controller::{Action, Context, Reconciler};
 //! # #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 //! # struct Light { room: String, want_on: bool, is_on: bool, #[serde(skip)] version: tend::Revision }
 //! # tend::impl_object!(Light, key: room: String, version: version);
-//! # struct Switch { lights: Client<Light> }
+//! # struct Switch;
 //! # impl Reconciler<Light> for Switch {
 //! #     type Error = ClientError;
 //! #     async fn reconcile(&self, _: Context<Light>) -> Result<Action, ClientError> { Ok(Action::Done) }
@@ -369,7 +375,7 @@
 //!     let election = EtcdElection::builder(etcd, "lights-operator").identity("replica-1").build()?;
 //!     let mut manager = Manager::builder().leader_election(election).build()?;
 //!     let lights = manager.informer("lights", || Informer::builder(source.clone()).build())?;
-//!     let switch = manager.controller("switch", &lights, Switch { lights: source.client() });
+//!     let switch = manager.controller("switch", &lights, Switch).client(source.client());
 //!     manager.add_controller(switch.build()?)?;
 //!     manager.run().await?; // until SIGTERM; reconciles only while leading
 //!     Ok(())
