@@ -162,14 +162,7 @@ async fn watch_latency(server: &EtcdServer, puts: usize) -> Result<(), BoxError>
         }
     })
     .await?;
-    let mut latencies: Vec<Duration> = {
-        let started = started.lock();
-        put_at
-            .iter()
-            .filter_map(|(name, at)| Some(started.get(name)?.saturating_duration_since(*at)))
-            .collect()
-    };
-    latencies.sort();
+    let latencies = put_to_start(&put_at, &started.lock());
     println!(
         "watch latency put → reconcile start over {puts} puts: p50 {:.2?}, p99 {:.2?}",
         percentile(&latencies, 0.50),
@@ -178,6 +171,19 @@ async fn watch_latency(server: &EtcdServer, puts: usize) -> Result<(), BoxError>
     cancel.cancel();
     while tasks.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Each key's delay from its put to its first reconcile, sorted.
+fn put_to_start(
+    put_at: &HashMap<String, Instant>,
+    started: &HashMap<String, Instant>,
+) -> Vec<Duration> {
+    let mut latencies: Vec<Duration> = put_at
+        .iter()
+        .filter_map(|(name, at)| Some(started.get(name)?.saturating_duration_since(*at)))
+        .collect();
+    latencies.sort();
+    latencies
 }
 
 async fn failover(server: &EtcdServer, rounds: usize) -> Result<(), BoxError> {
