@@ -34,7 +34,7 @@ use tend::memory::MemoryStore;
 use tend::{BoxError, Cache, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
-use support::Clock;
+use support::{Clock, Summary, verdict};
 use workloads::{Pod, ReplicaSet, SetStats};
 
 /// The desired state: keep the pods of `target` near `cpu` percent each.
@@ -319,7 +319,7 @@ impl World {
         Ok(manager)
     }
 
-    fn summary(&self) -> Result<String, BoxError> {
+    fn summary(&self) -> Result<Summary, BoxError> {
         let rs = self
             .replicasets
             .get(&"web".to_owned())
@@ -336,18 +336,27 @@ impl World {
         let band = self.band.lock().expect("not poisoned");
         let sets = self.sets.lock().expect("not poisoned");
         let settled = rs.replicas == ready && (per_pod - TARGET_CPU).abs() <= TARGET_CPU * BAND;
-        Ok(format!(
-            "\nsummary\n  autoscaler: {} scalings, at most {} pods\n  replicaset: {} pods created, {} deleted\n  time outside the target band ({TARGET_CPU:.0} % ± 20 % per pod): {:.2}s ({:.2}s above it while scaling up, {:.2}s below while the window held pods)\n  final: demand {demand:.0} %, web wants {}, has {ready} ready at {per_pod:.0} % each: {}",
-            self.scalings.lock().expect("not poisoned"),
-            band.most_replicas,
-            sets.created,
-            sets.deleted,
-            (band.hot + band.cold).as_secs_f64(),
-            band.hot.as_secs_f64(),
-            band.cold.as_secs_f64(),
-            rs.replicas,
-            if settled { "settled" } else { "NOT settled" },
-        ))
+        Ok(Summary::default()
+            .line(format!(
+                "autoscaler: {} scalings, at most {} pods",
+                self.scalings.lock().expect("not poisoned"),
+                band.most_replicas
+            ))
+            .line(format!(
+                "replicaset: {} pods created, {} deleted",
+                sets.created, sets.deleted
+            ))
+            .line(format!(
+                "time outside the target band ({TARGET_CPU:.0} % ± 20 % per pod): {:.2}s ({:.2}s above it while scaling up, {:.2}s below while the window held pods)",
+                (band.hot + band.cold).as_secs_f64(),
+                band.hot.as_secs_f64(),
+                band.cold.as_secs_f64(),
+            ))
+            .line(format!(
+                "final: demand {demand:.0} %, web wants {}, has {ready} ready at {per_pod:.0} % each: {}",
+                rs.replicas,
+                verdict(settled, "settled")
+            )))
     }
 }
 

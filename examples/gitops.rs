@@ -31,7 +31,7 @@ use tend::manager::Manager;
 use tend::memory::MemoryStore;
 use tend::{BoxError, Informer, Revision};
 
-use support::Clock;
+use support::{Clock, Summary, verdict};
 
 /// The desired state of an app: one JSON file in the directory.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -248,7 +248,7 @@ fn summarize(
     cluster: &MemoryStore<Deployed>,
     files: &tend::dir::DirStats,
     stats: &Mutex<Stats>,
-) -> Result<String, BoxError> {
+) -> Result<Summary, BoxError> {
     let mut wanted = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let app: App = serde_json::from_slice(&std::fs::read(entry?.path())?)?;
@@ -263,18 +263,20 @@ fn summarize(
     wanted.sort();
     running.sort();
     let names: Vec<&str> = running.iter().map(|(name, ..)| name.as_str()).collect();
-    Ok(format!(
-        "\nsummary\n  directory: {} files, {} rejected contents (a malformed file keeps its app at its last good state)\n  controller: {} writes to the cluster (creates, updates, deletes)\n  final: the cluster runs {} ({}), the directory holds {}: {}",
-        files.files,
-        files.decode_errors,
-        stats.lock().expect("not poisoned").writes,
-        running.len(),
-        names.join(" "),
-        wanted.len(),
-        if wanted == running {
-            "in sync"
-        } else {
-            "NOT in sync"
-        },
-    ))
+    Ok(Summary::default()
+        .line(format!(
+            "directory: {} files, {} rejected contents (a malformed file keeps its app at its last good state)",
+            files.files, files.decode_errors
+        ))
+        .line(format!(
+            "controller: {} writes to the cluster (creates, updates, deletes)",
+            stats.lock().expect("not poisoned").writes
+        ))
+        .line(format!(
+            "final: the cluster runs {} ({}), the directory holds {}: {}",
+            running.len(),
+            names.join(" "),
+            wanted.len(),
+            verdict(wanted == running, "in sync")
+        )))
 }

@@ -30,7 +30,7 @@ use tend::memory::MemoryStore;
 use tend::{BoxError, CancellationToken, Event, Informer, Revision};
 use tokio::time::Instant;
 
-use support::Clock;
+use support::{Clock, Summary, verdict};
 
 /// The desired state: route to the ready pods labelled `selector`.
 #[derive(Debug, Clone, PartialEq)]
@@ -395,7 +395,7 @@ fn summarize(
     pods: &MemoryStore<Pod>,
     endpoints: &MemoryStore<Endpoints>,
     stats: &Mutex<Stats>,
-) -> String {
+) -> Summary {
     let stats = stats.lock().expect("not poisoned");
     let all = pods.snapshot().objects;
     let mut finals = Vec::new();
@@ -428,19 +428,26 @@ fn summarize(
         .max()
         .copied()
         .unwrap_or_default();
-    format!(
-        "\nsummary\n  world: {} readiness flips, 1 pod started, 1 deleted, 1 hand edit of the endpoints\n  controller: {} reconciles, {} endpoint updates\n  longest time an unready pod stayed routed: {:.2?} (it happened {} times)\n  longest time a ready pod waited to be routed: {:.2?}\n  final: {}: {}",
-        stats.flips,
-        stats.reconciles,
-        stats.updates,
-        longest,
-        stats.routed_unready.len(),
-        stats.longest_unrouted,
-        finals.join(", "),
-        if converged {
-            "converged"
-        } else {
-            "NOT converged"
-        },
-    )
+    Summary::default()
+        .line(format!(
+            "world: {} readiness flips, 1 pod started, 1 deleted, 1 hand edit of the endpoints",
+            stats.flips
+        ))
+        .line(format!(
+            "controller: {} reconciles, {} endpoint updates",
+            stats.reconciles, stats.updates
+        ))
+        .line(format!(
+            "longest time an unready pod stayed routed: {longest:.2?} (it happened {} times)",
+            stats.routed_unready.len()
+        ))
+        .line(format!(
+            "longest time a ready pod waited to be routed: {:.2?}",
+            stats.longest_unrouted
+        ))
+        .line(format!(
+            "final: {}: {}",
+            finals.join(", "),
+            verdict(converged, "converged")
+        ))
 }

@@ -29,7 +29,7 @@ use tend::poll::PollSource;
 use tend::{BoxError, CancellationToken, Informer, Revision};
 use tokio::time::MissedTickBehavior;
 
-use support::Clock;
+use support::{Clock, Summary, verdict};
 
 /// The desired state: a temperature, and how far from it is acceptable.
 #[derive(Debug, Clone, PartialEq)]
@@ -362,7 +362,7 @@ fn summarize(
     thermostats: &MemoryStore<Thermostat>,
     room: &Mutex<Room>,
     stats: &Mutex<Stats>,
-) -> String {
+) -> Summary {
     let stats = stats.lock().expect("not poisoned");
     let thermostat = thermostats.get(&ROOM.to_owned()).expect("declared");
     let celsius = room.lock().expect("not poisoned").celsius;
@@ -372,23 +372,32 @@ fn summarize(
         .map(|(target, took)| format!("{:.2}s ({target:.1} °C)", took.as_secs_f64()))
         .collect();
     let inside = (celsius - thermostat.target).abs() <= thermostat.band;
-    format!(
-        "\nsummary\n  world: the door opened {} times\n  controller: {} reconciles, {} heater switches\n  time to settle (within ±{HYSTERESIS} °C): {}\n  once settled: {:.2}s outside the band, from {:+.2} to {:+.2} °C off the target\n  final: {ROOM} wants {:.1} ±{:.1} °C, at {celsius:.1} °C: {}",
-        stats.door_openings,
-        stats.reconciles,
-        stats.switches,
-        reached.join(", "),
-        stats.outside.as_secs_f64(),
-        stats.coldest,
-        stats.warmest,
-        thermostat.target,
-        thermostat.band,
-        if inside && stats.outside.is_zero() {
-            "in band throughout"
-        } else if inside {
-            "in band"
-        } else {
-            "NOT in band"
-        },
-    )
+    let held = if inside && stats.outside.is_zero() {
+        "in band throughout".to_owned()
+    } else {
+        verdict(inside, "in band")
+    };
+    Summary::default()
+        .line(format!(
+            "world: the door opened {} times",
+            stats.door_openings
+        ))
+        .line(format!(
+            "controller: {} reconciles, {} heater switches",
+            stats.reconciles, stats.switches
+        ))
+        .line(format!(
+            "time to settle (within ±{HYSTERESIS} °C): {}",
+            reached.join(", ")
+        ))
+        .line(format!(
+            "once settled: {:.2}s outside the band, from {:+.2} to {:+.2} °C off the target",
+            stats.outside.as_secs_f64(),
+            stats.coldest,
+            stats.warmest,
+        ))
+        .line(format!(
+            "final: {ROOM} wants {:.1} ±{:.1} °C, at {celsius:.1} °C: {held}",
+            thermostat.target, thermostat.band,
+        ))
 }

@@ -42,7 +42,7 @@ use tend::{BoxError, CancellationToken, Informer, Revision};
 use tokio::time::Instant;
 
 use monitor::{CHAOS_GRACE, Monitor, run_monitor};
-use support::Clock;
+use support::{Clock, Summary, verdict};
 use workloads::{Pod, ReplicaSet, SetStats};
 
 /// The desired state: `replicas` pods of `image`, replaced at most
@@ -386,23 +386,21 @@ fn summarize(
     pods: &MemoryStore<Pod>,
     monitor: &Mutex<Monitor>,
     sets: &Mutex<SetStats>,
-) -> String {
+) -> Summary {
     let monitor = monitor.lock().expect("not poisoned");
     let sets = sets.lock().expect("not poisoned");
-    let mut lines = vec![
-        String::from("\nsummary"),
-        format!("  chaos: {} pods deleted", monitor.chaos),
-        format!(
-            "  replicaset controller: {} pods created, {} deleted",
+    let mut summary = Summary::default()
+        .line(format!("chaos: {} pods deleted", monitor.chaos))
+        .line(format!(
+            "replicaset controller: {} pods created, {} deleted",
             sets.created, sets.deleted
-        ),
-    ];
+        ));
     for rollout in monitor.rollouts.iter().filter(|r| !r.from.is_empty()) {
         let took = rollout.took.map_or("not finished".to_owned(), |t| {
             format!("{:.2}s", t.as_secs_f64())
         });
-        lines.push(format!(
-            "  rollout {} → {}: {took}, at most {} pods (bound {}), at least {} ready (bound {}; {} counting the {} ms after chaos's {} deletions in it)",
+        summary = summary.line(format!(
+            "rollout {} → {}: {took}, at most {} pods (bound {}), at least {} ready (bound {}; {} counting the {} ms after chaos's {} deletions in it)",
             rollout.from,
             rollout.to,
             rollout.most_pods,
@@ -428,8 +426,8 @@ fn summarize(
         .count();
     let converged = all.len() == REPLICAS && ready == REPLICAS;
     let finished = monitor.rollouts.iter().all(|r| r.took.is_some());
-    lines.push(format!(
-        "  final: myapp runs {} pods, {ready} ready of myapp:1.4.0 ({}); bounds {}: {}",
+    summary.line(format!(
+        "final: myapp runs {} pods, {ready} ready of myapp:1.4.0 ({}); bounds {}: {}",
         all.len(),
         all_sets.join(", "),
         if monitor.violations == 0 {
@@ -437,11 +435,6 @@ fn summarize(
         } else {
             "VIOLATED"
         },
-        if converged && finished {
-            "converged"
-        } else {
-            "NOT converged"
-        },
-    ));
-    lines.join("\n")
+        verdict(converged && finished, "converged"),
+    ))
 }
