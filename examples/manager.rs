@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use tend::client::{Client, ClientError};
+use tend::client::ClientError;
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryElectionGroup;
@@ -32,10 +32,7 @@ struct Light {
 tend::impl_object!(Light, key: room: String, version: version);
 
 /// Observe the light, compare wish and state, act by switching it.
-struct Switch {
-    /// Fenced by the election: a deposed leader's late write is refused.
-    lights: Client<Light>,
-}
+struct Switch;
 
 impl Reconciler<Light> for Switch {
     type Error = ClientError;
@@ -47,11 +44,9 @@ impl Reconciler<Light> for Switch {
         if light.want_on != light.is_on {
             let mut switched = Light::clone(light);
             switched.is_on = light.want_on;
-            // Every write carries the leader's token, checked with the write.
-            let lights = match ctx.fencing_token() {
-                Some(token) => self.lights.fenced(token),
-                None => self.lights.clone(),
-            };
+            // The reconcile's client is fenced by the election: every write
+            // carries the leader's token, checked with the write.
+            let lights = ctx.client::<Light>().expect("writes lights");
             lights.update(switched).await?;
             println!(
                 "{}: switched {} (fencing token {:?})",
@@ -99,7 +94,8 @@ async fn main() -> Result<(), BoxError> {
         .build()?;
     let informer = manager.informer("lights", || Informer::builder(lights.clone()).build())?;
     let controller = manager
-        .controller("lights", &informer, Switch { lights: fenced })
+        .controller("lights", &informer, Switch)
+        .client(fenced)
         .build()?;
     manager.add_controller(controller)?;
 
