@@ -13,48 +13,35 @@
 //! cargo run --example etcd_replicaset --features etcd -- --replica 2
 //! ```
 
+#[path = "support/etcd.rs"]
+mod etcd;
 #[path = "../tests/support/etcd_replicaset.rs"]
 mod replicaset;
 
 use std::time::Duration;
 
-use tend::Source;
 use tend::client::ClientError;
 use tend::election::ElectionConfig;
 use tend::etcd::EtcdElection;
-use tend::testing::etcd::{EtcdServer, connect};
+use tend::testing::etcd::connect;
+use tend::{BoxError, Source};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use etcd::Etcd;
 use replicaset::{ELECTION, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let embedded = args.iter().any(|a| a == "--embedded");
-    let server = if embedded {
-        Some(EtcdServer::start().await?)
-    } else {
-        None
-    };
-    let endpoint = server.as_ref().map_or_else(
-        || value("--endpoint").unwrap_or_else(|| "http://127.0.0.1:2379".into()),
-        EtcdServer::endpoint,
-    );
+    let target = Etcd::from_args().await?;
+    let endpoint = target.endpoint.clone();
     let election = ElectionConfig::new(
         Duration::from_secs(3),
         Duration::from_secs(2),
         Duration::from_millis(500),
     )?;
     seed(&endpoint).await?;
-    if let Some(replica) = value("--replica") {
+    if let Some(replica) = etcd::arg("--replica") {
         let config = ReplicaConfig {
             identity: format!("replica-{replica}"),
             endpoint,
@@ -70,9 +57,7 @@ async fn main() -> Result<(), BoxError> {
         });
         return run_replica(config, stop).await;
     }
-    let duration = value("--duration")
-        .and_then(|d| d.parse().ok())
-        .map_or(Duration::from_secs(16), Duration::from_secs);
+    let duration = etcd::duration_or(Duration::from_secs(16));
     in_one_process(endpoint, election, duration).await
 }
 
