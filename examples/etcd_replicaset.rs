@@ -22,14 +22,15 @@ use std::time::Duration;
 
 use tend::client::ClientError;
 use tend::election::ElectionConfig;
-use tend::etcd::EtcdElection;
+use tend::etcd::{EtcdElection, EtcdSource};
 use tend::testing::etcd::connect;
 use tend::{BoxError, Source};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use etcd::Etcd;
-use replicaset::{ELECTION, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
+use replicaset::{ELECTION, Pod, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -75,6 +76,9 @@ async fn seed(endpoint: &str) -> Result<(), BoxError> {
     }
 }
 
+/// A replica running as a task, by identity.
+type Replica = (String, JoinHandle<Result<(), BoxError>>);
+
 /// Three replicas as tasks; the leader is killed halfway.
 async fn in_one_process(
     endpoint: String,
@@ -85,7 +89,7 @@ async fn in_one_process(
     let observer = EtcdElection::builder(client.clone(), ELECTION).build()?;
     let pod_source = pods(client);
     let stop = CancellationToken::new();
-    let mut replicas: Vec<(String, tokio::task::JoinHandle<Result<(), BoxError>>)> = (1..=3)
+    let mut replicas: Vec<Replica> = (1..=3)
         .map(|i| {
             let config = ReplicaConfig {
                 identity: format!("replica-{i}"),
@@ -111,28 +115,10 @@ async fn in_one_process(
         );
         if !chaos && start.elapsed() >= duration * 3 / 4 {
             chaos = true;
-            let writer = pod_source.client();
-            for pod in pod_source.list().await?.objects.iter().take(2) {
-                writer.delete_at(&pod.name, pod.version).await?;
-                println!(
-                    "[{:>5.1}s] CHAOS deleted {}",
-                    start.elapsed().as_secs_f64(),
-                    pod.name
-                );
-            }
+            delete_two(&pod_source, start).await?;
         }
-        if killed.is_none()
-            && start.elapsed() >= duration / 2
-            && let Some(index) = replicas.iter().position(|(id, _)| *id == leader)
-        {
-            let (id, task) = replicas.remove(index);
-            task.abort();
-            let _ = task.await;
-            println!(
-                "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
-                start.elapsed().as_secs_f64()
-            );
-            killed = Some(id);
+        if killed.is_none() && start.elapsed() >= duration / 2 {
+            killed = kill(&mut replicas, &leader, start).await;
         }
     }
     let leader = observer.leader().await?;
@@ -148,4 +134,31 @@ async fn in_one_process(
         leader.unwrap_or_else(|| "nobody (all stopped)".into())
     );
     Ok(())
+}
+
+/// Chaos: two pods deleted behind the controller's back.
+async fn delete_two(pod_source: &EtcdSource<Pod>, start: Instant) -> Result<(), BoxError> {
+    let writer = pod_source.client();
+    for pod in pod_source.list().await?.objects.iter().take(2) {
+        writer.delete_at(&pod.name, pod.version).await?;
+        println!(
+            "[{:>5.1}s] CHAOS deleted {}",
+            start.elapsed().as_secs_f64(),
+            pod.name
+        );
+    }
+    Ok(())
+}
+
+/// Kills the `leader` as a crash, if it is one of `replicas`: its identity.
+async fn kill(replicas: &mut Vec<Replica>, leader: &str, start: Instant) -> Option<String> {
+    let index = replicas.iter().position(|(id, _)| id == leader)?;
+    let (id, task) = replicas.remove(index);
+    task.abort();
+    let _ = task.await;
+    println!(
+        "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
+        start.elapsed().as_secs_f64()
+    );
+    Some(id)
 }
