@@ -14,12 +14,12 @@
 
 use std::time::Duration;
 
-use tend::client::ClientError;
+use tend::client::{Client, ClientError};
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
-use tend::{BoxError, Informer, Revision};
+use tend::{BoxError, CancellationToken, Informer, Revision};
 
 #[derive(Debug, Clone, PartialEq)]
 struct Light {
@@ -65,6 +65,38 @@ fn arg(name: &str) -> Option<String> {
     args.next()
 }
 
+const ROOMS: [&str; 3] = ["hall", "kitchen", "study"];
+
+/// Every light off, and wanted off.
+async fn seed(lights: &Client<Light>) -> Result<(), ClientError> {
+    for room in ROOMS {
+        let light = Light {
+            room: room.into(),
+            want_on: false,
+            is_on: false,
+            version: Revision::ZERO,
+        };
+        lights.create(light).await?;
+    }
+    Ok(())
+}
+
+/// A tenant who changes their mind every 300 ms.
+async fn run_tenant(lights: Client<Light>, cancel: CancellationToken) -> Result<(), BoxError> {
+    for turn in 0.. {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_millis(300)) => {}
+        }
+        let room = ROOMS[turn % ROOMS.len()].to_owned();
+        // Re-read and retried if the controller wrote in between.
+        lights
+            .modify(&room, |light| light.want_on = !light.want_on)
+            .await?;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let seconds: u64 = arg("--seconds").map_or(Ok(3), |s| s.parse())?;
@@ -74,16 +106,7 @@ async fn main() -> Result<(), BoxError> {
 
     let lights = MemoryStore::new("lights");
     let election = MemoryElectionGroup::new("lights-controller");
-    let seed = lights.client();
-    for room in ["hall", "kitchen", "study"] {
-        seed.create(Light {
-            room: room.into(),
-            want_on: false,
-            is_on: false,
-            version: Revision::ZERO,
-        })
-        .await?;
-    }
+    seed(&lights.client()).await?;
 
     let candidate = election.candidate();
     let fenced = lights.client_fenced_by(&candidate);
@@ -99,23 +122,8 @@ async fn main() -> Result<(), BoxError> {
         .build()?;
     manager.add_controller(controller)?;
 
-    // A tenant who changes their mind every 300 ms.
     let tenant = lights.client();
-    manager.add_task("tenant", move |cancel| async move {
-        let rooms = ["hall", "kitchen", "study"];
-        for turn in 0.. {
-            tokio::select! {
-                () = cancel.cancelled() => break,
-                () = tokio::time::sleep(Duration::from_millis(300)) => {}
-            }
-            let room = rooms[turn % rooms.len()].to_owned();
-            // Re-read and retried if the controller wrote in between.
-            tenant
-                .modify(&room, |light| light.want_on = !light.want_on)
-                .await?;
-        }
-        Ok::<(), BoxError>(())
-    })?;
+    manager.add_task("tenant", move |cancel| run_tenant(tenant, cancel))?;
 
     // Stop by itself after a while (Ctrl-C works too).
     let shutdown = manager.shutdown_token();
