@@ -13,48 +13,36 @@
 //! cargo run --example etcd_replicaset --features etcd -- --replica 2
 //! ```
 
+#[path = "support/etcd.rs"]
+mod etcd;
 #[path = "../tests/support/etcd_replicaset.rs"]
 mod replicaset;
 
 use std::time::Duration;
 
-use tend::Source;
 use tend::client::ClientError;
 use tend::election::ElectionConfig;
-use tend::etcd::EtcdElection;
-use tend::testing::etcd::{EtcdServer, connect};
+use tend::etcd::{EtcdElection, EtcdSource};
+use tend::testing::etcd::connect;
+use tend::{BoxError, Source};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use replicaset::{ELECTION, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use etcd::Etcd;
+use replicaset::{ELECTION, Pod, ReplicaConfig, ReplicaSet, pods, replicasets, run_replica};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let embedded = args.iter().any(|a| a == "--embedded");
-    let server = if embedded {
-        Some(EtcdServer::start().await?)
-    } else {
-        None
-    };
-    let endpoint = server.as_ref().map_or_else(
-        || value("--endpoint").unwrap_or_else(|| "http://127.0.0.1:2379".into()),
-        EtcdServer::endpoint,
-    );
+    let target = Etcd::from_args().await?;
+    let endpoint = target.endpoint.clone();
     let election = ElectionConfig::new(
         Duration::from_secs(3),
         Duration::from_secs(2),
         Duration::from_millis(500),
     )?;
     seed(&endpoint).await?;
-    if let Some(replica) = value("--replica") {
+    if let Some(replica) = etcd::arg("--replica") {
         let config = ReplicaConfig {
             identity: format!("replica-{replica}"),
             endpoint,
@@ -70,9 +58,7 @@ async fn main() -> Result<(), BoxError> {
         });
         return run_replica(config, stop).await;
     }
-    let duration = value("--duration")
-        .and_then(|d| d.parse().ok())
-        .map_or(Duration::from_secs(16), Duration::from_secs);
+    let duration = etcd::duration_or(Duration::from_secs(16));
     in_one_process(endpoint, election, duration).await
 }
 
@@ -90,6 +76,9 @@ async fn seed(endpoint: &str) -> Result<(), BoxError> {
     }
 }
 
+/// A replica running as a task, by identity.
+type Replica = (String, JoinHandle<Result<(), BoxError>>);
+
 /// Three replicas as tasks; the leader is killed halfway.
 async fn in_one_process(
     endpoint: String,
@@ -100,7 +89,7 @@ async fn in_one_process(
     let observer = EtcdElection::builder(client.clone(), ELECTION).build()?;
     let pod_source = pods(client);
     let stop = CancellationToken::new();
-    let mut replicas: Vec<(String, tokio::task::JoinHandle<Result<(), BoxError>>)> = (1..=3)
+    let mut replicas: Vec<Replica> = (1..=3)
         .map(|i| {
             let config = ReplicaConfig {
                 identity: format!("replica-{i}"),
@@ -126,28 +115,10 @@ async fn in_one_process(
         );
         if !chaos && start.elapsed() >= duration * 3 / 4 {
             chaos = true;
-            let writer = pod_source.client();
-            for pod in pod_source.list().await?.objects.iter().take(2) {
-                writer.delete_at(&pod.name, pod.version).await?;
-                println!(
-                    "[{:>5.1}s] CHAOS deleted {}",
-                    start.elapsed().as_secs_f64(),
-                    pod.name
-                );
-            }
+            delete_two(&pod_source, start).await?;
         }
-        if killed.is_none()
-            && start.elapsed() >= duration / 2
-            && let Some(index) = replicas.iter().position(|(id, _)| *id == leader)
-        {
-            let (id, task) = replicas.remove(index);
-            task.abort();
-            let _ = task.await;
-            println!(
-                "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
-                start.elapsed().as_secs_f64()
-            );
-            killed = Some(id);
+        if killed.is_none() && start.elapsed() >= duration / 2 {
+            killed = kill(&mut replicas, &leader, start).await;
         }
     }
     let leader = observer.leader().await?;
@@ -163,4 +134,31 @@ async fn in_one_process(
         leader.unwrap_or_else(|| "nobody (all stopped)".into())
     );
     Ok(())
+}
+
+/// Chaos: two pods deleted behind the controller's back.
+async fn delete_two(pod_source: &EtcdSource<Pod>, start: Instant) -> Result<(), BoxError> {
+    let writer = pod_source.client();
+    for pod in pod_source.list().await?.objects.iter().take(2) {
+        writer.delete_at(&pod.name, pod.version).await?;
+        println!(
+            "[{:>5.1}s] CHAOS deleted {}",
+            start.elapsed().as_secs_f64(),
+            pod.name
+        );
+    }
+    Ok(())
+}
+
+/// Kills the `leader` as a crash, if it is one of `replicas`: its identity.
+async fn kill(replicas: &mut Vec<Replica>, leader: &str, start: Instant) -> Option<String> {
+    let index = replicas.iter().position(|(id, _)| id == leader)?;
+    let (id, task) = replicas.remove(index);
+    task.abort();
+    let _ = task.await;
+    println!(
+        "[{:>5.1}s] KILLED {id} (no resign: its lease must expire)",
+        start.elapsed().as_secs_f64()
+    );
+    Some(id)
 }

@@ -24,14 +24,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
-use tend::client::{Client, ClientError, Effect};
+use tend::client::{ClientError, Effect};
 use tend::controller::{Action, Context, Reconciler};
 use tend::dir::{DirSource, DirStatsHandle};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
 use tend::{BoxError, Informer, Revision};
 
-use support::Clock;
+use support::{Clock, Summary, verdict};
 
 /// The desired state of an app: one JSON file in the directory.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -57,7 +57,6 @@ tend::impl_object!(Deployed, key: name: String, version: version);
 
 /// Observe the file and the cluster, compare, act on the cluster.
 struct Sync {
-    cluster: Client<Deployed>,
     clock: Clock,
     stats: Arc<Mutex<Stats>>,
 }
@@ -75,11 +74,12 @@ impl Reconciler<App> for Sync {
                 .as_ref()
                 .map_or("none".into(), |d| spec(&d.image, d.replicas)),
         );
+        let cluster = ctx.client::<Deployed>().expect("writes the cluster");
         let (compare, act) = match (ctx.object(), &running) {
             (None, None) => return Ok(Action::Done),
             (None, Some(_)) => {
                 // Pruned: the directory no longer (or never) had it.
-                match self.cluster.delete(ctx.key()).await {
+                match cluster.delete(ctx.key()).await {
                     Ok(_) => ("not in the directory", "delete".to_owned()),
                     Err(ClientError::NotFound { .. }) => return Ok(Action::Done),
                     Err(error) => return Err(error),
@@ -98,8 +98,7 @@ impl Reconciler<App> for Sync {
                     replicas: app.replicas,
                     version: Revision::ZERO,
                 };
-                let written = self
-                    .cluster
+                let written = cluster
                     .create_or_update(deployed, |d| {
                         d.image.clone_from(&app.image);
                         d.replicas = app.replicas;
@@ -170,13 +169,13 @@ async fn main() -> Result<(), BoxError> {
     let apps = manager.informer("apps", || Informer::builder(source).build())?;
     let deployed = manager.informer("cluster", || Informer::builder(cluster.clone()).build())?;
     let sync = Sync {
-        cluster: cluster.client(),
         clock,
         stats: Arc::clone(&stats),
     };
     let controller = manager
         .controller("gitops", &apps, sync)
         .owns(&deployed, |d: &Deployed| Some(d.name.clone()))
+        .client(cluster.client())
         .build()?;
     manager.add_controller(controller)?;
     let stop = manager.shutdown_token();
@@ -248,7 +247,7 @@ fn summarize(
     cluster: &MemoryStore<Deployed>,
     files: &tend::dir::DirStats,
     stats: &Mutex<Stats>,
-) -> Result<String, BoxError> {
+) -> Result<Summary, BoxError> {
     let mut wanted = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let app: App = serde_json::from_slice(&std::fs::read(entry?.path())?)?;
@@ -263,18 +262,20 @@ fn summarize(
     wanted.sort();
     running.sort();
     let names: Vec<&str> = running.iter().map(|(name, ..)| name.as_str()).collect();
-    Ok(format!(
-        "\nsummary\n  directory: {} files, {} rejected contents (a malformed file keeps its app at its last good state)\n  controller: {} writes to the cluster (creates, updates, deletes)\n  final: the cluster runs {} ({}), the directory holds {}: {}",
-        files.files,
-        files.decode_errors,
-        stats.lock().expect("not poisoned").writes,
-        running.len(),
-        names.join(" "),
-        wanted.len(),
-        if wanted == running {
-            "in sync"
-        } else {
-            "NOT in sync"
-        },
-    ))
+    Ok(Summary::default()
+        .line(format!(
+            "directory: {} files, {} rejected contents (a malformed file keeps its app at its last good state)",
+            files.files, files.decode_errors
+        ))
+        .line(format!(
+            "controller: {} writes to the cluster (creates, updates, deletes)",
+            stats.lock().expect("not poisoned").writes
+        ))
+        .line(format!(
+            "final: the cluster runs {} ({}), the directory holds {}: {}",
+            running.len(),
+            names.join(" "),
+            wanted.len(),
+            verdict(wanted == running, "in sync")
+        )))
 }

@@ -18,6 +18,8 @@
 
 #[path = "../tests/support/kube_replicaset.rs"]
 mod replicaset;
+#[path = "support/summary.rs"]
+mod summary;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,6 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use replicaset::{Counts, Sets, Wiring, converged, replica_set, wire};
+use summary::{Summary, verdict};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -70,13 +73,7 @@ async fn main() -> Result<(), BoxError> {
         controller,
     } = wire(&client, NAMESPACE, reconciler)?;
     let sets = KubeSource::<ReplicaSet>::namespaced(client.clone(), NAMESPACE).client();
-    for (name, replicas) in [("web", 3), ("api", 2)] {
-        println!("declare  ReplicaSet {name} wants {replicas} pods");
-        let declared = replica_set(NAMESPACE, name, replicas);
-        let spec = declared.spec.clone();
-        sets.create_or_update(declared, |set| set.spec.clone_from(&spec))
-            .await?;
-    }
+    declare(&sets).await?;
     let stop = CancellationToken::new();
     let mut tasks = JoinSet::new();
     spawn_informer(&mut tasks, &sets_informer, &stop);
@@ -97,19 +94,38 @@ async fn main() -> Result<(), BoxError> {
     controller.await??;
     while tasks.join_next().await.is_some() {}
     let live = live_counts(&client).await?;
-    println!(
-        "\nsummary\n  chaos: {chaos_deleted} pods deleted\n  controller: {} reconciles, {} pods created, {} deleted\n  final (read from the API server): web has {} of 5, api has {} of 1: {}",
-        counts.reconciles.load(Ordering::Relaxed),
-        counts.created.load(Ordering::Relaxed),
-        counts.deleted.load(Ordering::Relaxed),
-        live.0,
-        live.1,
-        if cached && live == (5, 1) {
-            "converged"
-        } else {
-            "NOT converged"
-        },
-    );
+    println!("{}", summary(&counts, chaos_deleted, live, cached));
+    Ok(())
+}
+
+/// `live`: the pods of web and api on the API server; `cached`: whether
+/// the informers' caches showed them converged too.
+fn summary(counts: &Counts, chaos_deleted: usize, live: (usize, usize), cached: bool) -> Summary {
+    Summary::default()
+        .line(format!("chaos: {chaos_deleted} pods deleted"))
+        .line(format!(
+            "controller: {} reconciles, {} pods created, {} deleted",
+            counts.reconciles.load(Ordering::Relaxed),
+            counts.created.load(Ordering::Relaxed),
+            counts.deleted.load(Ordering::Relaxed),
+        ))
+        .line(format!(
+            "final (read from the API server): web has {} of 5, api has {} of 1: {}",
+            live.0,
+            live.1,
+            verdict(cached && live == (5, 1), "converged"),
+        ))
+}
+
+/// `web` wants 3 pods, `api` 2 (created, or put back as declared).
+async fn declare(sets: &tend::client::Client<ReplicaSet>) -> Result<(), BoxError> {
+    for (name, replicas) in [("web", 3), ("api", 2)] {
+        println!("declare  ReplicaSet {name} wants {replicas} pods");
+        let declared = replica_set(NAMESPACE, name, replicas);
+        let spec = declared.spec.clone();
+        sets.create_or_update(declared, |set| set.spec.clone_from(&spec))
+            .await?;
+    }
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryElectionGroup;
 use tend::memory::MemoryStore;
-use tend::{BoxError, Informer, Revision};
+use tend::{BoxError, CancellationToken, Informer, Revision};
 
 #[derive(Debug, Clone, PartialEq)]
 struct Light {
@@ -32,10 +32,7 @@ struct Light {
 tend::impl_object!(Light, key: room: String, version: version);
 
 /// Observe the light, compare wish and state, act by switching it.
-struct Switch {
-    /// Fenced by the election: a deposed leader's late write is refused.
-    lights: Client<Light>,
-}
+struct Switch;
 
 impl Reconciler<Light> for Switch {
     type Error = ClientError;
@@ -47,11 +44,9 @@ impl Reconciler<Light> for Switch {
         if light.want_on != light.is_on {
             let mut switched = Light::clone(light);
             switched.is_on = light.want_on;
-            // Every write carries the leader's token, checked with the write.
-            let lights = match ctx.fencing_token() {
-                Some(token) => self.lights.fenced(token),
-                None => self.lights.clone(),
-            };
+            // The reconcile's client is fenced by the election: every write
+            // carries the leader's token, checked with the write.
+            let lights = ctx.client::<Light>().expect("writes lights");
             lights.update(switched).await?;
             println!(
                 "{}: switched {} (fencing token {:?})",
@@ -70,6 +65,38 @@ fn arg(name: &str) -> Option<String> {
     args.next()
 }
 
+const ROOMS: [&str; 3] = ["hall", "kitchen", "study"];
+
+/// Every light off, and wanted off.
+async fn seed(lights: &Client<Light>) -> Result<(), ClientError> {
+    for room in ROOMS {
+        let light = Light {
+            room: room.into(),
+            want_on: false,
+            is_on: false,
+            version: Revision::ZERO,
+        };
+        lights.create(light).await?;
+    }
+    Ok(())
+}
+
+/// A tenant who changes their mind every 300 ms.
+async fn run_tenant(lights: Client<Light>, cancel: CancellationToken) -> Result<(), BoxError> {
+    for turn in 0.. {
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_millis(300)) => {}
+        }
+        let room = ROOMS[turn % ROOMS.len()].to_owned();
+        // Re-read and retried if the controller wrote in between.
+        lights
+            .modify(&room, |light| light.want_on = !light.want_on)
+            .await?;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let seconds: u64 = arg("--seconds").map_or(Ok(3), |s| s.parse())?;
@@ -79,16 +106,7 @@ async fn main() -> Result<(), BoxError> {
 
     let lights = MemoryStore::new("lights");
     let election = MemoryElectionGroup::new("lights-controller");
-    let seed = lights.client();
-    for room in ["hall", "kitchen", "study"] {
-        seed.create(Light {
-            room: room.into(),
-            want_on: false,
-            is_on: false,
-            version: Revision::ZERO,
-        })
-        .await?;
-    }
+    seed(&lights.client()).await?;
 
     let candidate = election.candidate();
     let fenced = lights.client_fenced_by(&candidate);
@@ -99,27 +117,13 @@ async fn main() -> Result<(), BoxError> {
         .build()?;
     let informer = manager.informer("lights", || Informer::builder(lights.clone()).build())?;
     let controller = manager
-        .controller("lights", &informer, Switch { lights: fenced })
+        .controller("lights", &informer, Switch)
+        .client(fenced)
         .build()?;
     manager.add_controller(controller)?;
 
-    // A tenant who changes their mind every 300 ms.
     let tenant = lights.client();
-    manager.add_task("tenant", move |cancel| async move {
-        let rooms = ["hall", "kitchen", "study"];
-        for turn in 0.. {
-            tokio::select! {
-                () = cancel.cancelled() => break,
-                () = tokio::time::sleep(Duration::from_millis(300)) => {}
-            }
-            let room = rooms[turn % rooms.len()].to_owned();
-            // Re-read and retried if the controller wrote in between.
-            tenant
-                .modify(&room, |light| light.want_on = !light.want_on)
-                .await?;
-        }
-        Ok::<(), BoxError>(())
-    })?;
+    manager.add_task("tenant", move |cancel| run_tenant(tenant, cancel))?;
 
     // Stop by itself after a while (Ctrl-C works too).
     let shutdown = manager.shutdown_token();

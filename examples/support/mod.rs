@@ -1,66 +1,11 @@
 //! What the gallery's examples share: the `--duration N` / `--forever`
-//! flags and the clock their logs are stamped with.
+//! flags, the clock their logs are stamped with and their timeline, and
+//! the summary they end with.
 
-use std::time::Duration;
+mod args;
+mod summary;
+mod timeline;
 
-use tend::CancellationToken;
-use tokio::time::Instant;
-
-/// How long an example runs, from its command line: `default_secs`,
-/// `--duration SECONDS`, or `--forever` (`None`).
-pub(crate) fn run_for(example: &str, default_secs: f64) -> Option<Duration> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--forever") {
-        return None;
-    }
-    let secs = match args.iter().position(|a| a == "--duration") {
-        Some(i) => args.get(i + 1).and_then(|s| s.parse::<f64>().ok()),
-        None => Some(default_secs),
-    };
-    match secs.filter(|s| s.is_finite() && *s > 0.0) {
-        Some(secs) => Some(Duration::from_secs_f64(secs)),
-        None => {
-            eprintln!("usage: {example} [--duration SECONDS | --forever]");
-            std::process::exit(2);
-        }
-    }
-}
-
-/// The time since the example started, for its log lines.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock(Instant);
-
-impl Clock {
-    pub(crate) fn start() -> Self {
-        Self(Instant::now())
-    }
-
-    /// `[  1.23s]`
-    pub(crate) fn stamp(self) -> String {
-        format!("[{:>6.2}s]", self.0.elapsed().as_secs_f64())
-    }
-
-    /// Sleeps until `fraction` of `duration` has passed since the start
-    /// (forever when the example runs forever).
-    pub(crate) async fn at(self, duration: Option<Duration>, fraction: f64) {
-        match duration {
-            Some(duration) => tokio::time::sleep_until(self.0 + duration.mul_f64(fraction)).await,
-            None => std::future::pending().await,
-        }
-    }
-}
-
-/// Plays an example's timeline until it ends or `stop` is cancelled (the
-/// manager cancels it on SIGINT or SIGTERM, so Ctrl-C ends a `--forever`
-/// run with its summary), then cancels `stop`.
-pub(crate) async fn play<E>(
-    stop: &CancellationToken,
-    timeline: impl Future<Output = Result<(), E>>,
-) -> Result<(), E> {
-    let played = tokio::select! {
-        played = timeline => played,
-        () = stop.cancelled() => Ok(()),
-    };
-    stop.cancel();
-    played
-}
+pub(crate) use args::run_for;
+pub(crate) use summary::{Summary, verdict};
+pub(crate) use timeline::{Clock, play};

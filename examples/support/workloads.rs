@@ -2,17 +2,19 @@
 //! top of them (`autoscaler`, `deployment`): the objects, the replicaset
 //! controller, and a kubelet that starts pods.
 //!
-//! The replicaset controller names its pods `SET-0`, `SET-1` … (the lowest
-//! free indexes), so that a reconcile acting on a cache that has not yet
-//! seen its own writes is harmless: creating a pod that exists fails with
-//! `AlreadyExists`, deleting one that is gone with `NotFound`, and neither
-//! changes anything.
+//! The replicaset controller writes through the reconcile's client, so a
+//! set's next reconcile waits until the pod cache shows its writes
+//! (read-your-writes). It also names its pods `SET-0`, `SET-1` … (the
+//! lowest free indexes), so that a reconcile on a cache that misses a write
+//! anyway (read-your-writes gave up waiting) is harmless: creating a pod
+//! that exists fails with `AlreadyExists`, deleting one that is gone with
+//! `NotFound`, and neither changes anything.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tend::client::{Client, ClientError};
+use tend::client::ClientError;
 use tend::controller::{Action, Context, Reconciler};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
@@ -68,14 +70,11 @@ pub(crate) fn add_replicasets(
             .index("app", |p: &Pod| vec![p.app.clone()])
             .build()
     })?;
-    let reconciler = ReplicaSets {
-        pods: pods.client(),
-        clock,
-        stats,
-    };
+    let reconciler = ReplicaSets { clock, stats };
     let controller = manager
         .controller("replicaset", &sets, reconciler)
         .owns(&pod_cache, |p: &Pod| Some(p.owner.clone()))
+        .client(pods.client())
         .build()?;
     manager.add_controller(controller)?;
     let pods = pods.clone();
@@ -93,7 +92,6 @@ pub(crate) struct SetStats {
 /// Observe a set's pods, compare with its replicas, act by creating or
 /// deleting pods.
 struct ReplicaSets {
-    pods: Client<Pod>,
     clock: Clock,
     stats: Arc<Mutex<SetStats>>,
 }
@@ -103,6 +101,7 @@ impl Reconciler<ReplicaSet> for ReplicaSets {
 
     async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, ClientError> {
         let cache = ctx.cache::<Pod>().expect("the controller owns pods");
+        let pods = ctx.client::<Pod>().expect("the controller writes pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
         let ready = owned.iter().filter(|p| p.ready).count();
@@ -121,7 +120,7 @@ impl Reconciler<ReplicaSet> for ReplicaSets {
                     ready: false,
                     version: Revision::ZERO,
                 };
-                match self.pods.create(pod).await {
+                match pods.create(pod).await {
                     Ok(_) => act.push(format!("create {name}")),
                     Err(ClientError::AlreadyExists { .. }) => {} // ours, not yet cached
                     Err(error) => return Err(error),
@@ -132,7 +131,7 @@ impl Reconciler<ReplicaSet> for ReplicaSets {
         let mut surplus: Vec<_> = owned.iter().collect();
         surplus.sort_by_key(|p| (p.ready, std::cmp::Reverse(index(&p.name))));
         for pod in surplus.iter().take(owned.len().saturating_sub(desired)) {
-            match self.pods.delete(&pod.name).await {
+            match pods.delete(&pod.name).await {
                 Ok(_) => act.push(format!("delete {}", pod.name)),
                 Err(ClientError::NotFound { .. }) => {} // already gone
                 Err(error) => return Err(error),

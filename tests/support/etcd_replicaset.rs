@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tend::client::{Client, ClientError};
+use tend::client::ClientError;
 use tend::controller::{Action, Context, Reconciler};
 use tend::election::ElectionConfig;
 use tend::etcd::{ElectionBuildError, EtcdElection, EtcdSource, etcd_client};
@@ -62,10 +62,10 @@ pub fn pods(client: etcd_client::Client) -> EtcdSource<Pod> {
 /// Pod names created, and deleted, but not yet seen so in the cache.
 type Expected = (HashSet<String>, HashSet<String>);
 
-/// Observe → compare → act for one replica set, every write fenced.
+/// Observe → compare → act for one replica set, every write fenced: the
+/// reconcile's client carries the leader's token.
 struct Replicas {
     identity: String,
-    pods: Client<Pod>,
     /// Pods created (or deleted) but not yet seen so in the cache.
     expected: Mutex<HashMap<String, Expected>>,
     verbose: bool,
@@ -75,10 +75,7 @@ impl Reconciler<ReplicaSet> for Replicas {
     type Error = ClientError;
 
     async fn reconcile(&self, ctx: Context<ReplicaSet>) -> Result<Action, ClientError> {
-        let pods = match ctx.fencing_token() {
-            Some(token) => self.pods.fenced(token),
-            None => self.pods.clone(),
-        };
+        let pods = ctx.client::<Pod>().expect("the controller writes pods");
         let cache = ctx.cache::<Pod>().expect("the controller watches pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
@@ -200,13 +197,13 @@ pub async fn run_replica(
     })?;
     let reconciler = Replicas {
         identity: config.identity.clone(),
-        pods: writer,
         expected: Mutex::default(),
         verbose: config.verbose,
     };
     let controller = manager
         .controller("replicasets", &sets, reconciler)
         .owns(&pods, |pod: &Pod| Some(pod.owner.clone()))
+        .client(writer)
         .build()?;
     manager.add_controller(controller)?;
     let token = manager.shutdown_token();

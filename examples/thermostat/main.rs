@@ -2,13 +2,15 @@
 //! much faster while its door is open, which happens now and then), a
 //! sensor can only be *read*, and a controller switches a heater to keep
 //! the temperature within a band around the desired one. Halfway through,
-//! the desired temperature is raised and the loop follows.
+//! the desired temperature is raised and the loop follows. The room, its
+//! door, the monitor and the summary are in `room.rs`.
 //!
 //! tend features: the `poll` backend (`PollSource`: a system with no watch,
 //! listed on an interval and diffed into changes), `watches` (a reading
 //! wakes its thermostat) and `owns` (the heater, so that a heater switched
-//! by hand is switched back), `Client::create_or_update`, and a `Manager`
-//! running three informers, the controller and the simulation's tasks.
+//! by hand is switched back), `Client::create_or_update` through the
+//! reconcile's client, and a `Manager` running three informers, the
+//! controller and the simulation's tasks.
 //!
 //! ```sh
 //! cargo run --example thermostat                  # ~8 s
@@ -16,19 +18,21 @@
 //! cargo run --example thermostat -- --forever
 //! ```
 
+mod room;
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tend::client::{Client, ClientError, Effect};
+use tend::client::{ClientError, Effect};
 use tend::controller::{Action, Context, Reconciler, Trigger};
 use tend::manager::Manager;
 use tend::memory::MemoryStore;
 use tend::poll::PollSource;
-use tend::{BoxError, CancellationToken, Informer, Revision};
-use tokio::time::MissedTickBehavior;
+use tend::{BoxError, Informer, Revision};
 
+use room::{Room, Stats, run_door, run_monitor, run_physics};
 use support::Clock;
 
 /// The desired state: a temperature, and how far from it is acceptable.
@@ -70,7 +74,6 @@ const SENSOR_INTERVAL: Duration = Duration::from_millis(200);
 /// Observe the reading and the heater, compare with the band, act on the
 /// heater.
 struct Control {
-    heaters: Client<Heater>,
     clock: Clock,
     stats: Arc<Mutex<Stats>>,
 }
@@ -117,10 +120,8 @@ impl Reconciler<Thermostat> for Control {
             };
             // Read live and compared: a second reconcile racing the cache
             // finds the heater already switched and writes nothing.
-            let written = self
-                .heaters
-                .create_or_update(heater, |h| h.on = want)
-                .await?;
+            let heaters = ctx.client::<Heater>().expect("writes heaters");
+            let written = heaters.create_or_update(heater, |h| h.on = want).await?;
             if written.effect == Effect::Unchanged {
                 "nothing to do (already switched)".to_owned()
             } else {
@@ -139,127 +140,6 @@ impl Reconciler<Thermostat> for Control {
             thermostat.band,
         );
         Ok(Action::Done)
-    }
-}
-
-/// The physical world: the room's temperature and its door.
-#[derive(Debug)]
-struct Room {
-    celsius: f64,
-    door_open: bool,
-}
-
-#[derive(Debug, Default)]
-struct Stats {
-    reconciles: u32,
-    switches: u32,
-    door_openings: u32,
-    /// Per desired temperature: how long the room took to settle near it
-    /// (within the hysteresis).
-    reached: Vec<(f64, Duration)>,
-    outside: Duration,
-    coldest: f64,
-    warmest: f64,
-}
-
-const OUTSIDE_CELSIUS: f64 = 5.0;
-/// Heat lost per second per degree above the outside, door shut and open.
-const LOSS_SHUT: f64 = 0.04;
-const LOSS_OPEN: f64 = 0.1;
-/// Degrees per second the heater adds.
-const HEATER_POWER: f64 = 2.0;
-const TICK: Duration = Duration::from_millis(50);
-
-/// Steps the room's temperature every tick of simulated time. A late tick
-/// is not caught up (the simulation slows down with a busy machine rather
-/// than jumping).
-async fn run_physics(
-    room: Arc<Mutex<Room>>,
-    heaters: MemoryStore<Heater>,
-    stop: CancellationToken,
-) -> Result<(), BoxError> {
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = stop.cancelled() => return Ok(()),
-        }
-        let heating = heaters.get(&ROOM.to_owned()).is_some_and(|h| h.on);
-        let mut room = room.lock().expect("not poisoned");
-        let loss = if room.door_open { LOSS_OPEN } else { LOSS_SHUT };
-        let power = if heating { HEATER_POWER } else { 0.0 };
-        room.celsius += (power - loss * (room.celsius - OUTSIDE_CELSIUS)) * TICK.as_secs_f64();
-    }
-}
-
-/// Opens the door now and then, for a while.
-async fn run_door(
-    room: Arc<Mutex<Room>>,
-    stats: Arc<Mutex<Stats>>,
-    clock: Clock,
-    stop: CancellationToken,
-) -> Result<(), BoxError> {
-    loop {
-        let (shut_for, open_for) = (
-            Duration::from_millis(fastrand::u64(1_200..2_500)),
-            Duration::from_millis(fastrand::u64(600..1_500)),
-        );
-        for (wait, open) in [(shut_for, true), (open_for, false)] {
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = stop.cancelled() => return Ok(()),
-            }
-            let celsius = {
-                let mut room = room.lock().expect("not poisoned");
-                room.door_open = open;
-                room.celsius
-            };
-            if open {
-                stats.lock().expect("not poisoned").door_openings += 1;
-            }
-            let what = if open { "opens" } else { "shuts" };
-            println!("{} WORLD door {what} ({celsius:.2} °C)", clock.stamp());
-        }
-    }
-}
-
-/// Watches the true temperature (not the sensor's): how long the room
-/// takes to settle near the target, and how long it is outside the band
-/// afterwards.
-async fn run_monitor(
-    room: Arc<Mutex<Room>>,
-    thermostats: MemoryStore<Thermostat>,
-    stats: Arc<Mutex<Stats>>,
-    stop: CancellationToken,
-) -> Result<(), BoxError> {
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    let (mut target, mut since) = (f64::NAN, tokio::time::Instant::now());
-    let mut reached = false;
-    loop {
-        tokio::select! {
-            at = tick.tick() => {
-                let Some(thermostat) = thermostats.get(&ROOM.to_owned()) else { continue };
-                if thermostat.target != target {
-                    (target, since, reached) = (thermostat.target, at, false);
-                }
-                let celsius = room.lock().expect("not poisoned").celsius;
-                let inside = (celsius - target).abs() <= thermostat.band;
-                let settled = (celsius - target).abs() <= HYSTERESIS;
-                let mut stats = stats.lock().expect("not poisoned");
-                if !reached && settled {
-                    reached = true;
-                    stats.reached.push((target, at - since));
-                } else if reached {
-                    if !inside {
-                        stats.outside += tick.period();
-                    }
-                    stats.coldest = stats.coldest.min(celsius - target);
-                    stats.warmest = stats.warmest.max(celsius - target);
-                }
-            }
-            () = stop.cancelled() => return Ok(()),
-        }
     }
 }
 
@@ -294,7 +174,6 @@ fn wire(
     let heater_cache =
         manager.informer("heaters", || Informer::builder(heaters.clone()).build())?;
     let control = Control {
-        heaters: heaters.client(),
         clock,
         stats: Arc::clone(stats),
     };
@@ -302,6 +181,7 @@ fn wire(
         .controller("thermostat", &desired, control)
         .watches(&readings, |r: &Reading| vec![r.room.clone()])
         .owns(&heater_cache, |h: &Heater| Some(h.room.clone()))
+        .client(heaters.client())
         .build()?;
     manager.add_controller(controller)?;
     // Tasks get a token cancelled once the controller and informers stopped.
@@ -318,10 +198,7 @@ fn wire(
 async fn main() -> Result<(), BoxError> {
     let duration = support::run_for("thermostat", 8.0);
     let clock = Clock::start();
-    let room = Arc::new(Mutex::new(Room {
-        celsius: 17.0,
-        door_open: false,
-    }));
+    let room = Arc::new(Mutex::new(Room::at(17.0)));
     let stats = Arc::new(Mutex::new(Stats::default()));
     let thermostats = MemoryStore::<Thermostat>::new("thermostats");
     let heaters = MemoryStore::<Heater>::new("heaters");
@@ -354,41 +231,6 @@ async fn main() -> Result<(), BoxError> {
     })
     .await?;
     running.await??;
-    println!("{}", summarize(&thermostats, &room, &stats));
+    println!("{}", room::summary(&thermostats, &room, &stats));
     Ok(())
-}
-
-fn summarize(
-    thermostats: &MemoryStore<Thermostat>,
-    room: &Mutex<Room>,
-    stats: &Mutex<Stats>,
-) -> String {
-    let stats = stats.lock().expect("not poisoned");
-    let thermostat = thermostats.get(&ROOM.to_owned()).expect("declared");
-    let celsius = room.lock().expect("not poisoned").celsius;
-    let reached: Vec<String> = stats
-        .reached
-        .iter()
-        .map(|(target, took)| format!("{:.2}s ({target:.1} °C)", took.as_secs_f64()))
-        .collect();
-    let inside = (celsius - thermostat.target).abs() <= thermostat.band;
-    format!(
-        "\nsummary\n  world: the door opened {} times\n  controller: {} reconciles, {} heater switches\n  time to settle (within ±{HYSTERESIS} °C): {}\n  once settled: {:.2}s outside the band, from {:+.2} to {:+.2} °C off the target\n  final: {ROOM} wants {:.1} ±{:.1} °C, at {celsius:.1} °C: {}",
-        stats.door_openings,
-        stats.reconciles,
-        stats.switches,
-        reached.join(", "),
-        stats.outside.as_secs_f64(),
-        stats.coldest,
-        stats.warmest,
-        thermostat.target,
-        thermostat.band,
-        if inside && stats.outside.is_zero() {
-            "in band throughout"
-        } else if inside {
-            "in band"
-        } else {
-            "NOT in band"
-        },
-    )
 }
