@@ -37,15 +37,16 @@
 //! Every decision about whom to wake and whether to sleep is a synchronous
 //! step of the core (`wake.rs`) run under the lock; this file only does
 //! what the step returned, after the lock, and registers for a wake-up
-//! before a look that may sleep. loom checks the core (`loom_tests.rs`) and,
-//! through a replica of this file's register-look-sleep and notify steps,
-//! the wake-up protocol (`loom_wakeups.rs`).
+//! before a look that may sleep. loom checks the core (`loom_tests.rs`) and
+//! those steps, as this file and `batch.rs` call them (`loom_wakeups.rs`).
 
 mod batch;
 mod builder;
 mod core;
 mod lanes;
 mod levels;
+#[cfg(all(test, tend_loom))]
+mod loom_bell;
 #[cfg(all(test, tend_loom))]
 mod loom_tests;
 #[cfg(all(test, tend_loom))]
