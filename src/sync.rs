@@ -1,10 +1,15 @@
-//! The loom shim: the queue core locks through these types, so the same code
-//! runs under loom (`RUSTFLAGS="--cfg tend_loom"`) and in normal builds.
+//! The loom shim: the queue core locks, and its shell flags shutdown,
+//! through these types, so the same code runs under loom
+//! (`RUSTFLAGS="--cfg tend_loom"`) and in normal builds.
 
+#[cfg(tend_loom)]
+pub(crate) use loom::sync::atomic::AtomicBool;
 #[cfg(tend_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(not(tend_loom))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};
+#[cfg(not(tend_loom))]
+pub(crate) use std::sync::atomic::AtomicBool;
 
 /// Locks `mutex`, recovering the guard if a previous holder panicked.
 #[cfg(tend_loom)]

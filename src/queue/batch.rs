@@ -8,6 +8,10 @@
 //! (or dropping it: the worker's task aborted, or a reconcile that waits)
 //! ends the finished keys and hands the unstarted ones back, ready again
 //! first in their level with their payload, priority and age.
+//!
+//! The keys, and what a trip to the queue does with them under the core's
+//! lock, are a `Run`: synchronous, no tokio, so the loom models drive it.
+//! The batch is a run and the queue it goes to.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,14 +20,48 @@ use tokio::time::Instant;
 
 use super::core::{Core, Handed, Next, Restored};
 use super::stamp::Stamp;
-use super::{Payload, QueueKey, Taken, WorkQueue};
+use super::wake::{Look, Wake};
+use super::{Payload, QueueKey, WorkQueue};
 
 /// See the module docs.
 pub(crate) struct Batch<'a, K: QueueKey, T: Payload> {
     queue: &'a WorkQueue<K, T>,
+    run: Run<K, T>,
+}
+
+/// A batch's keys, and the steps of a trip to the queue.
+#[derive(Debug)]
+pub(crate) struct Run<K, T> {
     unstarted: VecDeque<Handed<K, T>>,
     /// Keys processed, with how long each took, to end on the next trip.
     finished: Vec<(K, Duration)>,
+}
+
+/// What a batch does before it hands out its next key ([`Run::trip`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trip {
+    /// Nothing: hand out the next unstarted key, if any.
+    Stay,
+    /// The queue is shut down: end the finished keys, hand the rest back.
+    Release,
+    /// Nothing unstarted: end the finished keys and take more.
+    Refill,
+}
+
+/// What [`Run::refill`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refilled {
+    /// Timers that fired while taking keys: each an add.
+    pub(crate) fired: usize,
+    pub(crate) wake: Wake,
+}
+
+/// What [`Run::release`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// Keys handed back after shutdown, and so dropped.
+    pub(crate) dropped: u64,
+    pub(crate) wake: Wake,
 }
 
 impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
@@ -31,8 +69,7 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     pub(crate) fn batch(&self) -> Batch<'_, K, T> {
         Batch {
             queue: self,
-            unstarted: VecDeque::new(),
-            finished: Vec::new(),
+            run: Run::new(),
         }
     }
 }
@@ -45,13 +82,12 @@ impl<K: QueueKey, T: Payload> Batch<'_, K, T> {
     /// down no unstarted key is handed out: they are dropped. `None` when
     /// the batch is empty: wait with [`WorkQueue::get_handed`].
     pub(crate) fn next(&mut self, now: Instant, max: usize, spare: usize) -> Option<Handed<K, T>> {
-        if !self.unstarted.is_empty() && self.queue.is_closed() {
-            self.release();
+        match self.run.trip(|| self.queue.is_closed()) {
+            Trip::Stay => {}
+            Trip::Release => self.release(),
+            Trip::Refill => self.refill(now, max, spare),
         }
-        if self.unstarted.is_empty() && !self.finished.is_empty() {
-            self.refill(now, max, spare);
-        }
-        let handed = self.unstarted.pop_front()?;
+        let handed = self.run.pop()?;
         let waited = self
             .queue
             .stamp(now)
@@ -64,51 +100,32 @@ impl<K: QueueKey, T: Payload> Batch<'_, K, T> {
     /// [`WorkQueue::get_handed`]) was processed in `took`: it is ended on
     /// the next trip to the queue.
     pub(crate) fn finish(&mut self, key: K, took: Duration) {
-        self.finished.push((key, took));
+        self.run.finish(key, took);
     }
 
     /// Whether the next [`next`](Self::next) goes to the queue to end the
     /// finished keys and take more.
     pub(crate) fn will_refill(&self) -> bool {
-        self.unstarted.is_empty() && !self.finished.is_empty()
+        self.run.trip(|| false) == Trip::Refill
     }
 
     /// Whether keys of the current run are still unstarted.
     pub(crate) fn has_unstarted(&self) -> bool {
-        !self.unstarted.is_empty()
+        !self.run.unstarted.is_empty()
     }
 
     /// Ends the finished keys, then takes up to `max` ready keys, all under
     /// one lock. Beyond the first key, keys are taken only while more than
     /// `spare` stay ready for other workers.
     pub(crate) fn refill(&mut self, now: Instant, max: usize, spare: usize) {
-        debug_assert!(self.unstarted.is_empty(), "keys still to process");
         let queue = self.queue;
         let now = queue.stamp(now);
-        let ((requeued, drained, look, fired), ready) = queue.with_core(|core| {
-            let requeued = end(core, &mut self.finished, now);
-            let drained = core.is_idle_after_shutdown();
-            let look = queue.look(core, now, false);
-            let fired = match look.0 {
-                Next::Key { .. } => take_more(core, now, max, spare, &mut self.unstarted),
-                _ => 0,
-            };
-            (requeued, drained, look, fired)
-        });
-        self.ended(drained);
-        for _ in 0..fired {
+        let refilled = queue.with_core(|core| self.run.refill(core, now, max, spare));
+        self.ended();
+        for _ in 0..refilled.fired {
             queue.report(|o| o.added());
         }
-        let mut count = self.unstarted.len();
-        if let Taken::Key(handed, _) = queue.took(look, ready) {
-            self.unstarted.push_front(handed);
-            count += 1;
-        }
-        // Keys queued again by these ends need workers, unless this one
-        // took as many keys.
-        for _ in count..requeued.max(count) {
-            queue.shared.ready.notify_one();
-        }
+        queue.shared.signals.wake(refilled.wake);
     }
 
     /// Ends the finished keys and hands every unstarted key back, under one
@@ -116,55 +133,145 @@ impl<K: QueueKey, T: Payload> Batch<'_, K, T> {
     /// shutdown a key handed back is dropped (and counted in
     /// [`QueueStats::dropped`](super::QueueStats::dropped)).
     pub(crate) fn release(&mut self) {
-        if self.finished.is_empty() && self.unstarted.is_empty() {
+        if self.run.is_empty() {
             return;
         }
         let queue = self.queue;
         let now = queue.now();
-        let ((ready_again, dropped, drained), _) = queue.with_core(|core| {
-            let mut ready_again = end(core, &mut self.finished, now);
-            let mut dropped = 0u64;
-            // From the back, each first in its level: the run's order stays.
-            while let Some(handed) = self.unstarted.pop_back() {
-                match core.restore(handed) {
-                    Restored::Ready => ready_again += 1,
-                    Restored::Dropped => dropped += 1,
-                    Restored::NotInFlight => {}
-                }
-            }
-            (ready_again, dropped, core.is_idle_after_shutdown())
-        });
-        self.ended(drained);
-        for _ in 0..ready_again {
-            queue.shared.ready.notify_one();
-        }
-        if dropped > 0 {
-            queue.report(|o| o.dropped(dropped));
+        let released = queue.with_core(|core| self.run.release(core, now));
+        self.ended();
+        queue.shared.signals.wake(released.wake);
+        if released.dropped > 0 {
+            queue.report(|o| o.dropped(released.dropped));
         }
     }
 
-    /// After the lock, for the keys `end` ended: reports their work (the
+    /// After the lock, for the keys the trip ended: reports their work (the
     /// worker's own measure: a key's time in flight also counts the keys of
-    /// its run before it), forgets them, and wakes a drain that is over.
-    fn ended(&mut self, drained: bool) {
-        for (_, took) in self.finished.drain(..) {
+    /// its run before it).
+    fn ended(&mut self) {
+        for took in self.run.ended() {
             self.queue.report(|o| o.worked_for(took));
-        }
-        if drained {
-            self.queue.shared.drained.notify_waiters();
         }
     }
 
     /// The unstarted keys, first to start first.
     #[cfg(all(test, not(tend_loom)))]
     pub(crate) fn unstarted(&self) -> impl Iterator<Item = &Handed<K, T>> {
-        self.unstarted.iter()
+        self.run.unstarted.iter()
     }
 }
 
 impl<K: QueueKey, T: Payload> Drop for Batch<'_, K, T> {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+impl<K: QueueKey, T: Payload> Run<K, T> {
+    /// No keys.
+    pub(crate) fn new() -> Self {
+        Self {
+            unstarted: VecDeque::new(),
+            finished: Vec::new(),
+        }
+    }
+
+    /// What to do before the next key is handed out; `closed` is asked only
+    /// while keys are unstarted.
+    pub(crate) fn trip(&self, closed: impl FnOnce() -> bool) -> Trip {
+        if !self.unstarted.is_empty() {
+            return if closed() { Trip::Release } else { Trip::Stay };
+        }
+        if self.finished.is_empty() {
+            Trip::Stay
+        } else {
+            Trip::Refill
+        }
+    }
+
+    /// The next unstarted key.
+    pub(crate) fn pop(&mut self) -> Option<Handed<K, T>> {
+        self.unstarted.pop_front()
+    }
+
+    /// Records `key` as processed in `took`, to end on the next trip.
+    pub(crate) fn finish(&mut self, key: K, took: Duration) {
+        self.finished.push((key, took));
+    }
+
+    /// Whether the run holds no key, unstarted or finished.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.unstarted.is_empty() && self.finished.is_empty()
+    }
+
+    /// Under the core's lock: ends the finished keys, then takes up to
+    /// `max` ready keys, beyond the first only while more than `spare` stay
+    /// ready for other workers. Keys queued again by these ends wake a
+    /// worker each, less the keys this run took.
+    pub(crate) fn refill(
+        &mut self,
+        core: &mut Core<K, T>,
+        now: Stamp,
+        max: usize,
+        spare: usize,
+    ) -> Refilled {
+        debug_assert!(self.unstarted.is_empty(), "keys still to process");
+        let requeued = end(core, &mut self.finished, now);
+        let drains = core.is_idle_after_shutdown();
+        let unstarted = &mut self.unstarted;
+        let mut fired = 0;
+        let look = core.look_and_take(now, |core| {
+            fired = take_more(core, now, max, spare, unstarted);
+        });
+        let mut wake = Wake {
+            drains,
+            ..Wake::NONE
+        };
+        match look {
+            Look::Took {
+                handed,
+                fired: first,
+                wake: others,
+                ..
+            } => {
+                self.unstarted.push_front(handed);
+                fired += first;
+                wake.workers = others.workers;
+            }
+            Look::Sleep { fired: first, .. } => fired += first,
+            Look::Closed => {}
+        }
+        wake.workers += requeued.saturating_sub(self.unstarted.len());
+        Refilled { fired, wake }
+    }
+
+    /// Under the core's lock: ends the finished keys and hands every
+    /// unstarted key back (dropped after shutdown); each key ready again
+    /// wakes a worker.
+    pub(crate) fn release(&mut self, core: &mut Core<K, T>, now: Stamp) -> Released {
+        let mut ready_again = end(core, &mut self.finished, now);
+        let mut dropped = 0u64;
+        // From the back, each first in its level: the run's order stays.
+        while let Some(handed) = self.unstarted.pop_back() {
+            match core.restore(handed) {
+                Restored::Ready => ready_again += 1,
+                Restored::Dropped => dropped += 1,
+                Restored::NotInFlight => {}
+            }
+        }
+        Released {
+            dropped,
+            wake: Wake {
+                drains: core.is_idle_after_shutdown(),
+                ..Wake::workers(ready_again)
+            },
+        }
+    }
+
+    /// After a trip: how long each key it ended took, forgetting them.
+    pub(crate) fn ended(&mut self) -> impl Iterator<Item = Duration> + '_ {
+        self.finished.drain(..).map(|(_, took)| took)
     }
 }
 
@@ -209,7 +316,7 @@ fn end<K: QueueKey, T: Payload>(
     let mut requeued = 0;
     finished.retain(|(key, _)| match core.done(key, now) {
         Ok(done) => {
-            requeued += usize::from(done.requeued || done.earliest_timer);
+            requeued += done.workers();
             true
         }
         Err(_) => false,

@@ -127,12 +127,13 @@ impl<K: QueueKey, T: Payload> WorkQueueBuilder<K, T> {
                     Some(debounce) => Core::new(self.max_wait).with_debounce(debounce),
                     None => Core::new(self.max_wait),
                 }),
-                ready: tokio::sync::Notify::new(),
-                drained: tokio::sync::Notify::new(),
+                signals: super::wake::Signals::new(
+                    tokio::sync::Notify::new(),
+                    tokio::sync::Notify::new(),
+                ),
                 limiter,
                 observer: self.observer,
                 epoch: super::stamp::Epoch::new(tokio::time::Instant::now().into_std()),
-                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

@@ -1,6 +1,7 @@
 //! loom models of the core behind its mutex: every interleaving of the
-//! operations that workers and handlers run concurrently. How the shell
-//! wakes workers around it is modelled in `loom_wakeups.rs`.
+//! steps that workers and handlers run concurrently (those of `wake.rs`, as
+//! the shell calls them). Whom those steps wake is modelled in
+//! `loom_wakeups.rs`.
 //!
 //! Run with `RUSTFLAGS="--cfg tend_loom" cargo test --lib --release loom`.
 
@@ -10,8 +11,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::Priority;
-use super::core::{Core, Next};
+use super::core::Core;
 use super::stamp::Stamp;
+use super::wake::Look;
 use crate::sync::{Mutex, lock};
 
 type Shared = Arc<Mutex<Core<u8>>>;
@@ -21,9 +23,9 @@ fn shared() -> Shared {
 }
 
 fn take(core: &Shared, now: Stamp) -> Option<u8> {
-    match lock(core).next(now) {
-        Next::Key { handed, .. } => Some(handed.key),
-        Next::Empty { .. } | Next::ShutDown => None,
+    match lock(core).look(now) {
+        Look::Took { handed, .. } => Some(handed.key),
+        Look::Sleep { .. } | Look::Closed => None,
     }
 }
 
@@ -40,7 +42,7 @@ fn an_add_while_processing_is_never_lost() {
                 lock(&core).add(1, Priority::NORMAL, (), || now);
             })
         };
-        lock(&core).done(&1, now).expect("in flight");
+        lock(&core).end(&1, now).expect("in flight");
         adder.join().expect("adder");
         let core = lock(&core);
         assert_eq!(core.ready_len(), 1, "the add must leave the key ready");
@@ -78,19 +80,19 @@ fn shutdown_during_get_stops_the_worker() {
             let core = core.clone();
             thread::spawn(move || {
                 loop {
-                    let next = lock(&core).next(now);
-                    match next {
-                        Next::Key { handed, .. } => {
-                            lock(&core).done(&handed.key, now).expect("in flight");
+                    let look = lock(&core).look(now);
+                    match look {
+                        Look::Took { handed, .. } => {
+                            lock(&core).end(&handed.key, now).expect("in flight");
                         }
-                        Next::ShutDown => return,
-                        Next::Empty { .. } => thread::yield_now(),
+                        Look::Closed => return,
+                        Look::Sleep { .. } => thread::yield_now(),
                     }
                 }
             })
         };
         lock(&core).add(1, Priority::NORMAL, (), || now);
-        lock(&core).shut_down();
+        lock(&core).shut();
         worker.join().expect("worker");
         assert_eq!(lock(&core).in_flight_len(), 0);
     });
@@ -107,14 +109,10 @@ fn a_drain_ends_when_the_last_key_is_done() {
             let core = core.clone();
             thread::spawn(move || {
                 lock(&core).add(1, Priority::NORMAL, (), || now);
-                lock(&core).done(&1, now).expect("in flight");
+                lock(&core).end(&1, now).expect("in flight");
             })
         };
-        let epoch = {
-            let mut core = lock(&core);
-            core.shut_down();
-            core.drain_epoch()
-        };
+        let (_, epoch) = lock(&core).shut_to_drain();
         while !lock(&core).is_drained(epoch) {
             thread::yield_now();
         }

@@ -5,40 +5,26 @@
 //!
 //! Run with `RUSTFLAGS="--cfg tend_loom" cargo test --lib --release loom`.
 //!
-//! # A replica, and what it stands for
+//! # What runs
 //!
-//! The shell (`mod.rs`) sleeps on tokio's `Notify` and `sleep_until`, which
-//! loom cannot run: loom explores only its own primitives, and tokio's own
-//! loom build needs a global `--cfg loom`, which also removes the
-//! `tokio::signal` the manager needs. So this file replays the shell's
-//! steps, in the shell's order, on the real `Core` behind the shim's mutex,
-//! with two stand-ins:
-//!
-//! - [`Bell`] is tokio's `Notify` as its documentation specifies it: a
-//!   `notify_one` wakes the oldest registered waiter, or stores one permit
-//!   when none is registered; `notify_waiters` wakes every registered waiter
-//!   and every `Notified` created before the call, and stores nothing; a
-//!   waiter chosen by `notify_one` and dropped before it took the wake-up
-//!   passes it on (to the next waiter, or as the permit).
-//! - Time is the bell's clock, moved by the test's main thread. A sleep
-//!   until a deadline is a wait on the bell that also ends once the clock
-//!   reaches the deadline, as tokio's timer then wakes the task.
-//!
-//! Each replica step names the shell function it mirrors. The replica is
-//! kept in step by hand: a change in `mod.rs` to the order of registering,
-//! looking, locking and notifying must be made here too.
+//! Every decision is the shell's own code: the steps of `wake.rs` and of a
+//! batch's `Run` (`batch.rs`) on the real `Core` behind the shim's mutex,
+//! and `Signals::wake` doing what they return, on a [`Bell`]
+//! (`loom_bell.rs`) where the shell has tokio's `Notify`. [`Queue`] holds
+//! only the shell's glue around them, each function naming the one it
+//! stands for: lock, step, release, wake; and in `get`, register before the
+//! look that may sleep, then sleep.
 //!
 //! # Not modelled, and why that is safe
 //!
 //! - tokio's `Notify` and timer themselves: the shell relies only on their
-//!   documented contract, modelled above; their code is tokio's to check.
+//!   documented contract, which [`Bell`] models; their code is tokio's to
+//!   check.
 //! - The observer and the rate limiter: they wake no one (the limiter only
 //!   picks an `add_after` delay).
-//! - Priorities, payloads and runs (`Batch::refill`, `Batch::release` in `batch.rs`):
-//!   the core decides them under its lock (`loom_tests.rs` and the
-//!   proptests cover that), and their wake-ups are those modelled here: a
-//!   `notify_one` per key made ready (less those the worker takes itself),
-//!   and the drain's `notify_waiters` once nothing is in flight.
+//! - Priorities and payloads: the core decides them under its lock
+//!   (`loom_tests.rs` and the proptests cover that), and they change no
+//!   wake-up.
 //! - The `closed` flag is only a hint read without the lock (a worker that
 //!   reads it late starts one more key); what is modelled is its promise:
 //!   once it reads true, the core is shut down.
@@ -46,311 +32,101 @@
 //!   threads (up to `LOOM_MAX_PREEMPTIONS` preemptions each run);
 //!   `tests/queue_stress.rs` runs many.
 
-use std::collections::VecDeque;
-use std::sync::PoisonError;
+use std::ops::ControlFlow::{self, Break, Continue};
 use std::time::Duration;
 
-use loom::sync::atomic::{AtomicBool, Ordering};
-use loom::sync::{Arc, Condvar};
+use loom::sync::Arc;
 use loom::thread;
 
 use super::Priority;
-use super::core::{Added, Core, Handed, Next, Restored, Scheduled};
+use super::batch::{Released, Run, Trip};
+use super::core::Core;
+use super::loom_bell::Bell;
 use super::stamp::Stamp;
-use crate::sync::{Mutex, MutexGuard, lock};
-
-/// tokio's `Notify`, as specified (see the module docs), plus the clock.
-#[derive(Default)]
-struct Bell {
-    rings: Mutex<Rings>,
-    rung: Condvar,
-}
-
-#[derive(Default)]
-struct Rings {
-    /// A `notify_one` that found no waiter.
-    permit: bool,
-    /// Registered waiters, oldest first.
-    waiting: VecDeque<usize>,
-    /// Waiters a `notify_one` chose, until they take the wake-up.
-    chosen: Vec<usize>,
-    /// `notify_waiters` calls so far.
-    broadcasts: usize,
-    next_id: usize,
-    /// The clock, in stamp units.
-    now: u64,
-}
-
-impl Rings {
-    fn notify_one(&mut self) {
-        match self.waiting.pop_front() {
-            Some(id) => self.chosen.push(id),
-            None => self.permit = true,
-        }
-    }
-
-    /// Takes `id`'s wake-up if a `notify_one` chose it.
-    fn take_chosen(&mut self, id: usize) -> bool {
-        let at = self.chosen.iter().position(|c| *c == id);
-        at.map(|at| self.chosen.swap_remove(at)).is_some()
-    }
-}
-
-impl Bell {
-    fn lock(&self) -> MutexGuard<'_, Rings> {
-        lock(&self.rings)
-    }
-
-    /// `Notify::notified`: not registered yet, but it sees every
-    /// `notify_waiters` from now on.
-    fn notified(&self) -> Notified<'_> {
-        let mut rings = self.lock();
-        rings.next_id += 1;
-        Notified {
-            bell: self,
-            id: rings.next_id,
-            broadcasts: rings.broadcasts,
-            state: State::Init,
-        }
-    }
-
-    fn notify_one(&self) {
-        self.lock().notify_one();
-        self.rung.notify_all();
-    }
-
-    fn notify_waiters(&self) {
-        let mut rings = self.lock();
-        rings.broadcasts += 1;
-        rings.waiting.clear();
-        drop(rings);
-        self.rung.notify_all();
-    }
-
-    fn now(&self) -> Stamp {
-        Stamp(self.lock().now)
-    }
-
-    /// Moves the clock to `at`; sleepers until then wake.
-    fn advance_to(&self, at: Stamp) {
-        let mut rings = self.lock();
-        rings.now = rings.now.max(at.0);
-        drop(rings);
-        self.rung.notify_all();
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Init,
-    Waiting,
-    Done,
-}
-
-/// tokio's `Notified`.
-struct Notified<'a> {
-    bell: &'a Bell,
-    id: usize,
-    /// `notify_waiters` calls when it was created.
-    broadcasts: usize,
-    state: State,
-}
-
-impl Notified<'_> {
-    /// `Notified::enable`: takes the permit or a broadcast since creation,
-    /// or registers as a waiter.
-    fn enable(&mut self) {
-        let mut rings = self.bell.lock();
-        self.poll(&mut rings);
-    }
-
-    /// One poll: whether the wake-up came (registering on the first).
-    fn poll(&mut self, rings: &mut Rings) -> bool {
-        let broadcast = rings.broadcasts != self.broadcasts;
-        self.state = match self.state {
-            // The permit first, as tokio takes it.
-            State::Init if rings.permit => {
-                rings.permit = false;
-                State::Done
-            }
-            State::Init if broadcast => State::Done,
-            State::Init => {
-                rings.waiting.push_back(self.id);
-                State::Waiting
-            }
-            State::Waiting if rings.take_chosen(self.id) || broadcast => State::Done,
-            state => state,
-        };
-        self.state == State::Done
-    }
-
-    /// `.await`, or with a deadline `select!` with `sleep_until`: returns
-    /// when woken or when the clock reaches the deadline.
-    fn wait(&mut self, deadline: Option<Stamp>) {
-        let mut rings = self.bell.lock();
-        while !self.poll(&mut rings) && deadline.is_none_or(|d| rings.now < d.0) {
-            rings = self
-                .bell
-                .rung
-                .wait(rings)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
-impl Drop for Notified<'_> {
-    /// tokio's `Notified` drop: leaves the list, and passes a `notify_one`
-    /// wake-up it did not take to the next waiter (or the permit).
-    fn drop(&mut self) {
-        if self.state != State::Waiting {
-            return;
-        }
-        let mut rings = self.bell.lock();
-        rings.waiting.retain(|id| *id != self.id);
-        if rings.take_chosen(self.id) {
-            rings.notify_one();
-            drop(rings);
-            self.bell.rung.notify_all();
-        }
-    }
-}
+use super::wake::{Look, Signals, Watching};
+use crate::sync::{Mutex, lock};
 
 /// The shell's `Shared`, with bells for its `Notify`s.
 struct Queue {
     core: Mutex<Core<u8>>,
-    ready: Bell,
-    drained: Bell,
-    closed: AtomicBool,
-}
-
-/// `Taken`: what one look found.
-enum Taken {
-    Key(u8),
-    ShutDown,
-    Empty(Option<Stamp>),
-}
-
-/// `TimerWatch`: counts a worker as sleeping until the earliest timer.
-struct TimerWatch<'a>(&'a Queue);
-
-impl Drop for TimerWatch<'_> {
-    fn drop(&mut self) {
-        lock(&self.0.core).unwatch_timers();
-    }
+    signals: Signals<Bell>,
 }
 
 impl Queue {
     fn new() -> Arc<Self> {
         Arc::new(Self {
             core: Mutex::new(Core::new(Duration::from_secs(10))),
-            ready: Bell::default(),
-            drained: Bell::default(),
-            closed: AtomicBool::new(false),
+            signals: Signals::new(Bell::default(), Bell::default()),
         })
     }
 
-    /// `enqueue(When::Now)` and `after_add`.
-    fn add(&self, key: u8) {
-        let added = lock(&self.core).add(key, Priority::NORMAL, (), || self.ready.now());
-        if added == Added::Queued {
-            self.ready.notify_one();
-        }
+    /// The clock: the `ready` bell's, so that a sleep until a deadline ends
+    /// when it moves there.
+    fn now(&self) -> Stamp {
+        self.signals.ready.now()
     }
 
-    /// `enqueue(When::After)` and `after_schedule`.
+    /// `enqueue(When::Now)`.
+    fn add(&self, key: u8) {
+        let added = lock(&self.core).add(key, Priority::NORMAL, (), || self.now());
+        self.signals.wake(added.wake());
+    }
+
+    /// `enqueue(When::After)`.
     fn add_after(&self, key: u8, delay: Duration) {
-        let now = self.ready.now();
+        let now = self.now();
         let scheduled =
             lock(&self.core).add_after(key, now.after(delay), Priority::NORMAL, (), now);
-        if matches!(
-            scheduled,
-            Scheduled::Now(Added::Queued) | Scheduled::Timer { earliest: true }
-        ) {
-            self.ready.notify_one();
+        self.signals.wake(scheduled.wake());
+    }
+
+    /// `take_next`.
+    fn take_next(
+        &self,
+        look: impl FnOnce(&mut Core<u8>, Stamp) -> Look<u8, ()>,
+    ) -> ControlFlow<Option<u8>, Option<Stamp>> {
+        let look = look(&mut lock(&self.core), self.now());
+        match look {
+            Look::Took { handed, wake, .. } => {
+                self.signals.wake(wake);
+                Break(Some(handed.key))
+            }
+            Look::Closed => Break(None),
+            Look::Sleep { until, .. } => Continue(until),
         }
     }
 
-    /// `take_next`: `look` under the lock (reading the clock there), then
-    /// `took`'s wake-ups.
-    fn take_next(&self, will_wait: bool) -> Taken {
-        let (next, unwatched, ready) = {
-            let mut core = lock(&self.core);
-            let next = core.next(self.ready.now());
-            if will_wait
-                && matches!(
-                    next,
-                    Next::Empty {
-                        wake_at: Some(_),
-                        ..
-                    }
-                )
-            {
-                core.watch_timers();
-            }
-            let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
-            (next, unwatched, core.ready_len())
-        };
-        match next {
-            Next::Key { handed, fired, .. } => {
-                for _ in 0..fired.min(ready) + usize::from(unwatched) {
-                    self.ready.notify_one();
-                }
-                Taken::Key(handed.key)
-            }
-            Next::ShutDown => Taken::ShutDown,
-            Next::Empty { wake_at, .. } => Taken::Empty(wake_at),
-        }
-    }
-
-    /// `get_handed`: the fast path, then `wait_next`.
+    /// `get_handed`.
     fn get(&self) -> Option<u8> {
-        match self.take_next(false) {
-            Taken::Key(key) => return Some(key),
-            Taken::ShutDown => return None,
-            Taken::Empty(_) => {}
+        if let Break(got) = self.take_next(Core::look) {
+            return got;
         }
         loop {
-            if let Err(got) = self.wait_once() {
-                return got;
+            let mut notified = self.signals.ready.notified();
+            notified.enable();
+            match self.take_next(Core::look_registered) {
+                Break(got) => return got,
+                Continue(None) => notified.wait(None),
+                Continue(Some(deadline)) => {
+                    let _watching = Watching::new(&self.core);
+                    notified.wait(Some(deadline));
+                }
             }
         }
     }
 
-    /// One turn of `wait_next`'s loop: `Err` with what `get` returns, or
-    /// `Ok` to look again.
-    fn wait_once(&self) -> Result<(), Option<u8>> {
-        let mut notified = self.ready.notified();
-        notified.enable();
-        match self.take_next(true) {
-            Taken::Key(key) => Err(Some(key)),
-            Taken::ShutDown => Err(None),
-            Taken::Empty(None) => {
-                notified.wait(None);
-                Ok(())
-            }
-            Taken::Empty(Some(deadline)) => {
-                let _watching = TimerWatch(self);
-                notified.wait(Some(deadline));
-                Ok(())
-            }
-        }
-    }
-
-    /// A `get` polled until it sleeps, then dropped: what it took, if it
-    /// took a key before sleeping.
+    /// `get_handed` polled until it sleeps, then dropped: what it took, if
+    /// it took a key before sleeping.
     fn get_then_drop(&self) -> Option<u8> {
-        match self.take_next(false) {
-            Taken::Key(key) => return Some(key),
-            Taken::ShutDown => return None,
-            Taken::Empty(_) => {}
+        if let Break(got) = self.take_next(Core::look) {
+            return got;
         }
-        let mut notified = self.ready.notified();
+        let mut notified = self.signals.ready.notified();
         notified.enable();
-        match self.take_next(true) {
-            Taken::Key(key) => Some(key),
-            Taken::ShutDown => None,
-            Taken::Empty(wake_at) => {
-                let _watching = wake_at.map(|_| TimerWatch(self));
+        match self.take_next(Core::look_registered) {
+            Break(got) => got,
+            Continue(until) => {
+                let _watching = until.map(|_| Watching::new(&self.core));
                 None
             }
         }
@@ -358,43 +134,23 @@ impl Queue {
 
     /// `done`.
     fn done(&self, key: u8) {
-        let now = self.ready.now();
-        let (finished, drained) = {
-            let mut core = lock(&self.core);
-            (core.done(&key, now), core.is_idle_after_shutdown())
-        };
-        let finished = finished.expect("in flight");
-        if finished.requeued || finished.earliest_timer {
-            self.ready.notify_one();
-        }
-        if drained {
-            self.drained.notify_waiters();
-        }
+        let now = self.now();
+        let ended = lock(&self.core).end(&key, now).expect("in flight");
+        self.signals.wake(ended.wake);
     }
 
     /// `shutdown`.
     fn shutdown(&self) {
-        {
-            let mut core = lock(&self.core);
-            core.cut_drains();
-            core.shut_down();
-        }
-        self.closed.store(true, Ordering::Release);
-        self.ready.notify_waiters();
-        self.drained.notify_waiters();
+        let shut = lock(&self.core).shut();
+        self.signals.wake(shut.wake);
     }
 
     /// `shutdown_with_drain`.
     fn shutdown_with_drain(&self) {
-        let epoch = {
-            let mut core = lock(&self.core);
-            core.shut_down();
-            core.drain_epoch()
-        };
-        self.closed.store(true, Ordering::Release);
-        self.ready.notify_waiters();
+        let (shut, epoch) = lock(&self.core).shut_to_drain();
+        self.signals.wake(shut.wake);
         loop {
-            let mut notified = self.drained.notified();
+            let mut notified = self.signals.drained.notified();
             notified.enable();
             if lock(&self.core).is_drained(epoch) {
                 return;
@@ -403,21 +159,30 @@ impl Queue {
         }
     }
 
-    /// `is_closed`.
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+    /// `Batch::refill`, with no spare keys left for other workers.
+    fn refill(&self, run: &mut Run<u8, ()>, max: usize) {
+        let now = self.now();
+        let refilled = run.refill(&mut lock(&self.core), now, max, 0);
+        self.signals.wake(refilled.wake);
     }
 
-    /// Takes `count` ready keys under one lock, as a run does.
-    fn take_run(&self, count: usize) -> VecDeque<Handed<u8, ()>> {
-        let mut core = lock(&self.core);
-        let now = self.ready.now();
-        (0..count)
-            .map(|_| match core.next(now) {
-                Next::Key { handed, .. } => handed,
-                other => panic!("expected a key, got {other:?}"),
-            })
-            .collect()
+    /// `Batch::release`.
+    fn release(&self, run: &mut Run<u8, ()>) -> Released {
+        let now = self.now();
+        let released = run.release(&mut lock(&self.core), now);
+        self.signals.wake(released.wake);
+        released
+    }
+
+    /// `Batch::next`: the run's next key, or `Err` with what its release
+    /// did when the closed flag was read (the batch then hands out none).
+    fn next(&self, run: &mut Run<u8, ()>, max: usize) -> Result<Option<u8>, Released> {
+        match run.trip(|| self.signals.is_closed()) {
+            Trip::Stay => {}
+            Trip::Release => return Err(self.release(run)),
+            Trip::Refill => self.refill(run, max),
+        }
+        Ok(run.pop().map(|handed| handed.key))
     }
 }
 
@@ -483,8 +248,14 @@ fn each_timers_key_reaches_a_sleeping_worker() {
         let (first, second) = (Duration::from_secs(1), Duration::from_secs(2));
         queue.add_after(2, first);
         queue.add_after(3, second);
-        queue.ready.advance_to(Stamp::default().after(first));
-        queue.ready.advance_to(Stamp::default().after(second));
+        queue
+            .signals
+            .ready
+            .advance_to(Stamp::default().after(first));
+        queue
+            .signals
+            .ready
+            .advance_to(Stamp::default().after(second));
         let mut got: Vec<_> = workers
             .into_iter()
             .map(|w| w.join().expect("worker"))
@@ -499,7 +270,7 @@ fn a_key_queued_again_by_done_wakes_a_sleeping_get() {
     loom::model(|| {
         let queue = Queue::new();
         queue.add(1);
-        assert!(matches!(queue.take_next(false), Taken::Key(1)));
+        assert_eq!(queue.take_next(Core::look), Break(Some(1)));
         let getter = spawn(&queue, Queue::get);
         // Added while in flight: dirty, queued again by `done`.
         queue.add(1);
@@ -513,7 +284,7 @@ fn a_drain_wakes_when_the_last_key_is_done() {
     loom::model(|| {
         let queue = Queue::new();
         queue.add(1);
-        assert!(matches!(queue.take_next(false), Taken::Key(1)));
+        assert_eq!(queue.take_next(Core::look), Break(Some(1)));
         let worker = spawn(&queue, |queue| {
             queue.add(1);
             queue.done(1);
@@ -532,19 +303,21 @@ fn a_worker_that_sees_the_closed_flag_finds_the_queue_shut_down() {
         let queue = Queue::new();
         queue.add(1);
         queue.add(2);
-        let mut run = queue.take_run(2);
-        // The worker's loop over a run: no new key starts once closed; the
-        // rest is handed back, and dropped by the shut-down core.
+        let mut run = Run::new();
+        queue.refill(&mut run, 2);
+        // The worker's loop over its batch: no new key starts once closed;
+        // the rest is handed back, and dropped by the shut-down core.
         let worker = spawn(&queue, move |queue| {
-            while let Some(handed) = run.pop_front() {
-                if queue.is_closed() {
-                    let mut core = lock(&queue.core);
-                    for handed in std::iter::once(handed).chain(run.drain(..)) {
-                        assert_eq!(core.restore(handed), Restored::Dropped);
+            loop {
+                match queue.next(&mut run, 2) {
+                    Ok(Some(key)) => run.finish(key, Duration::ZERO),
+                    Ok(None) => return,
+                    Err(released) => {
+                        assert!(released.dropped > 0, "a key was left to hand back");
+                        assert_eq!(released.wake.workers, 0, "no key is ready again");
+                        return;
                     }
-                    return;
                 }
-                queue.done(handed.key);
             }
         });
         queue.shutdown();

@@ -34,15 +34,19 @@
 //! mutex, then the rate limiter's own lock. No lock is held across an
 //! `.await`.
 //!
-//! loom checks the core (`loom_tests.rs`) and, through a replica of this
-//! file's register-look-sleep and notify steps, the wake-up protocol
-//! (`loom_wakeups.rs`): a change to that order here must be made there too.
+//! Every decision about whom to wake and whether to sleep is a synchronous
+//! step of the core (`wake.rs`) run under the lock; this file only does
+//! what the step returned, after the lock, and registers for a wake-up
+//! before a look that may sleep. loom checks the core (`loom_tests.rs`) and
+//! those steps, as this file and `batch.rs` call them (`loom_wakeups.rs`).
 
 mod batch;
 mod builder;
 mod core;
 mod lanes;
 mod levels;
+#[cfg(all(test, tend_loom))]
+mod loom_bell;
 #[cfg(all(test, tend_loom))]
 mod loom_tests;
 #[cfg(all(test, tend_loom))]
@@ -56,11 +60,12 @@ mod slot;
 mod stamp;
 #[cfg(all(test, not(tend_loom)))]
 mod tests;
+mod wake;
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -69,10 +74,11 @@ use tokio::time::Instant;
 pub(crate) use self::batch::Batch;
 pub(crate) use self::core::Debounce;
 pub(crate) use self::core::Handed;
-use self::core::{Added, Core, Next, Scheduled};
+use self::core::{Added, Core, Scheduled};
 use self::rate_limit::RateLimiter;
 pub(crate) use self::slot::slot_size;
 use self::stamp::{Epoch, Stamp};
+use self::wake::{Look, Ring, Signals, Watching};
 pub(crate) use crate::key::QueueKey;
 use crate::sync::{Mutex, lock};
 
@@ -157,16 +163,12 @@ pub struct WorkQueue<K, T = ()> {
 struct Shared<K, T> {
     name: String,
     core: Mutex<Core<K, T>>,
-    /// Wakes one worker per key that became ready, and all on shutdown.
-    ready: Notify,
-    /// Wakes `shutdown_with_drain` when in-flight work ends or is abandoned.
-    drained: Notify,
+    /// Workers wait on `ready`, `shutdown_with_drain` on `drained`.
+    signals: Signals<Notify>,
     limiter: Box<dyn RateLimiter<K>>,
     observer: Arc<dyn QueueObserver>,
     /// Where the core's compact timestamps count from.
     epoch: Epoch,
-    /// Set once shut down: read without the lock by workers holding a run.
-    closed: AtomicBool,
 }
 
 impl<K: QueueKey> WorkQueue<K> {
@@ -226,13 +228,12 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     pub fn enqueue(&self, key: K, when: When, priority: Priority, payload: T) {
         match when {
             When::Now => {
-                let (added, _) =
-                    self.with_core(|core| core.add(key, priority, payload, || self.now()));
+                let added = self.with_core(|core| core.add(key, priority, payload, || self.now()));
                 self.after_add(added);
             }
             When::After(delay) => {
                 let now = self.now();
-                let (scheduled, _) = self.with_core(|core| {
+                let scheduled = self.with_core(|core| {
                     core.add_after(key, now.after(delay), priority, payload, now)
                 });
                 self.after_schedule(scheduled);
@@ -245,43 +246,9 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// for handlers that gather a run of events. The iterator runs under
     /// the lock: it must not call user code.
     pub(crate) fn add_many(&self, keys: impl IntoIterator<Item = Add<K, T>>) {
-        let ((queued, dirty, earliest), _) = self.with_core(|core| {
-            let (mut queued, mut dirty, mut earliest) = (0usize, 0usize, false);
-            // One clock read for the run, and none if every add is a no-op.
-            let mut now = None;
-            let mut clock = || *now.get_or_insert_with(|| self.now());
-            for Add {
-                key,
-                priority,
-                payload,
-                debounced,
-            } in keys
-            {
-                let added = if debounced {
-                    match core.debounce(key, priority, payload, &mut clock) {
-                        Scheduled::Now(added) => added,
-                        Scheduled::Timer { earliest: first } => {
-                            earliest |= first;
-                            continue;
-                        }
-                        Scheduled::Deduplicated | Scheduled::Rejected => continue,
-                    }
-                } else {
-                    core.add(key, priority, payload, &mut clock)
-                };
-                match added {
-                    Added::Queued => queued += 1,
-                    Added::Dirty => dirty += 1,
-                    Added::Deduplicated | Added::Rejected => {}
-                }
-            }
-            (queued, dirty, earliest)
-        });
-        // A worker sleeping until a later deadline must look again.
-        for _ in 0..queued + usize::from(earliest) {
-            self.shared.ready.notify_one();
-        }
-        for _ in 0..queued + dirty {
+        let many = self.with_core(|core| core.add_many(keys, || self.now()));
+        self.shared.signals.wake(many.wake);
+        for _ in 0..many.added {
             self.report(|o| o.added());
         }
     }
@@ -313,7 +280,7 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// a pending key only gets `payload` (see [`add_rate_limited`](Self::add_rate_limited)).
     fn enqueue_backoff(&self, key: K, floor: Duration, priority: Priority, payload: T) {
         let now = self.now();
-        let (scheduled, _) = self.with_core(|core| {
+        let scheduled = self.with_core(|core| {
             if core.is_shut_down() || core.merge_pending(&key, payload) {
                 return None;
             }
@@ -400,100 +367,60 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// key was queued at.
     pub(crate) async fn get_handed(&self) -> Option<Handed<K, T>> {
         // Fast path: a key is ready, no waiter registration needed.
-        match self.take_next(false) {
-            Taken::Key(handed, waited) => {
-                self.report(|o| o.queued_for(waited));
-                return Some(handed);
-            }
-            Taken::ShutDown => return None,
-            Taken::Empty(_) => {}
+        if let ControlFlow::Break(got) = self.take_next(Core::look) {
+            return got;
         }
-        self.wait_next().await
-    }
-
-    async fn wait_next(&self) -> Option<Handed<K, T>> {
         loop {
-            let notified = self.shared.ready.notified();
+            let notified = self.shared.signals.ready.notified();
             tokio::pin!(notified);
             // Registered before looking again, so an add between the look and
             // the wait still wakes us.
             notified.as_mut().enable();
-            let wake_at = match self.take_next(true) {
-                Taken::Key(handed, waited) => {
-                    self.report(|o| o.queued_for(waited));
-                    return Some(handed);
-                }
-                Taken::ShutDown => return None,
-                Taken::Empty(wake_at) => wake_at,
-            };
-            match wake_at {
-                None => notified.await,
-                Some(deadline) => {
-                    // `take_next` counted us as a timer watcher; this guard
-                    // uncounts us however the wait ends (even if dropped).
-                    let _watching = TimerWatch(self);
+            match self.take_next(Core::look_registered) {
+                ControlFlow::Break(got) => return got,
+                ControlFlow::Continue(None) => notified.await,
+                ControlFlow::Continue(Some(deadline)) => {
+                    // Counted as watching the timers by the look: uncounted
+                    // however the wait ends (even if dropped).
+                    let _watching = Watching::new(&self.shared.core);
+                    let deadline = Instant::from_std(self.shared.epoch.instant(deadline));
                     tokio::select! {
                         () = &mut notified => {}
-                        () = tokio::time::sleep_until(Instant::from_std(self.shared.epoch.instant(deadline))) => {}
+                        () = tokio::time::sleep_until(deadline) => {}
                     }
                 }
             }
         }
     }
 
-    /// Takes the next key. With `will_wait`, an empty queue with timers
-    /// counts the caller as sleeping until the earliest one (the caller must
-    /// then hold a `TimerWatch`).
-    fn take_next(&self, will_wait: bool) -> Taken<K, T> {
-        let (look, ready) = self.with_core(|core| self.look(core, self.now(), will_wait));
-        self.took(look, ready)
-    }
-
-    /// The core's part of [`take_next`](Self::take_next).
-    fn look(&self, core: &mut Core<K, T>, now: Stamp, will_wait: bool) -> (Next<K, T>, bool) {
-        let next = core.next(now);
-        if will_wait
-            && matches!(
-                next,
-                Next::Empty {
-                    wake_at: Some(_),
-                    ..
-                }
-            )
-        {
-            core.watch_timers();
-        }
-        let unwatched = matches!(next, Next::Key { .. }) && core.timers_unwatched();
-        (next, unwatched)
-    }
-
-    /// The part of [`take_next`](Self::take_next) after the lock: wake-ups
-    /// and reports. `ready` is the ready count the lock was released with.
-    fn took(&self, (next, unwatched): (Next<K, T>, bool), ready: usize) -> Taken<K, T> {
-        match next {
-            Next::Key {
+    /// Runs a look under the lock and does what it says: `Break` with what
+    /// `get` returns, or `Continue` to sleep (until the deadline, if any).
+    fn take_next(
+        &self,
+        look: impl FnOnce(&mut Core<K, T>, Stamp) -> Look<K, T>,
+    ) -> ControlFlow<Option<Handed<K, T>>, Option<Stamp>> {
+        let look = self.with_core(|core| look(core, self.now()));
+        match look {
+            Look::Took {
                 handed,
                 waited,
                 fired,
+                wake,
             } => {
                 for _ in 0..fired {
                     self.report(|o| o.added());
                 }
-                // Timers made more keys ready than this one: a worker each.
-                // And if this worker was the one sleeping until the next
-                // timer, another must take over that watch.
-                for _ in 0..fired.min(ready) + usize::from(unwatched) {
-                    self.shared.ready.notify_one();
-                }
-                Taken::Key(handed, waited)
+                self.shared.signals.wake(wake);
+                self.report(|o| o.queued_for(waited));
+                ControlFlow::Break(Some(handed))
             }
-            Next::ShutDown => Taken::ShutDown,
-            Next::Empty { wake_at, fired } => {
+            Look::Closed => ControlFlow::Break(None),
+            Look::Sleep { until, fired } => {
                 // Timers that fired for keys in flight are adds too.
                 for _ in 0..fired {
                     self.report(|o| o.added());
                 }
-                Taken::Empty(wake_at)
+                ControlFlow::Continue(until)
             }
         }
     }
@@ -507,21 +434,12 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// called twice); nothing changes.
     pub fn done(&self, key: &K) -> Result<(), DoneError> {
         let now = self.now();
-        let ((finished, drained), _) = self.with_core(|core| {
-            let finished = core.done(key, now);
-            (finished, core.is_idle_after_shutdown())
-        });
-        let finished = finished.map_err(|_| DoneError {
+        let ended = self.with_core(|core| core.end(key, now));
+        let ended = ended.map_err(|_| DoneError {
             key: format!("{key:?}"),
         })?;
-        // Queued again, or debounced again ahead of every other timer.
-        if finished.requeued || finished.earliest_timer {
-            self.shared.ready.notify_one();
-        }
-        if drained {
-            self.shared.drained.notify_waiters();
-        }
-        self.report(|o| o.worked_for(finished.worked));
+        self.shared.signals.wake(ended.wake);
+        self.report(|o| o.worked_for(ended.worked));
         Ok(())
     }
 
@@ -533,15 +451,10 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// Called while a [`shutdown_with_drain`](Self::shutdown_with_drain) is
     /// waiting, it cuts that wait short.
     pub fn shutdown(&self) {
-        let (dropped, _) = self.with_core(|core| {
-            core.cut_drains();
-            core.shut_down()
-        });
-        self.shared.closed.store(true, Ordering::Release);
-        self.shared.ready.notify_waiters();
-        self.shared.drained.notify_waiters();
-        if dropped > 0 {
-            self.report(|o| o.dropped(dropped));
+        let shut = self.with_core(Core::shut);
+        self.shared.signals.wake(shut.wake);
+        if shut.dropped > 0 {
+            self.report(|o| o.dropped(shut.dropped));
         }
     }
 
@@ -555,16 +468,13 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// Cancel safe: the shutdown happens on the first poll; dropping the
     /// future only stops the waiting.
     pub async fn shutdown_with_drain(&self) {
-        // Like `shutdown`, but without cutting drains short (this one's own,
-        // or others in progress).
-        let ((dropped, epoch), _) = self.with_core(|core| (core.shut_down(), core.drain_epoch()));
-        self.shared.closed.store(true, Ordering::Release);
-        self.shared.ready.notify_waiters();
-        if dropped > 0 {
-            self.report(|o| o.dropped(dropped));
+        let (shut, epoch) = self.with_core(Core::shut_to_drain);
+        self.shared.signals.wake(shut.wake);
+        if shut.dropped > 0 {
+            self.report(|o| o.dropped(shut.dropped));
         }
         loop {
-            let notified = self.shared.drained.notified();
+            let notified = self.shared.signals.drained.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if lock(&self.shared.core).is_drained(epoch) {
@@ -577,7 +487,7 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     /// [`is_shut_down`](Self::is_shut_down) without the lock (possibly a
     /// moment late: for workers deciding whether to start another key).
     pub(crate) fn is_closed(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire)
+        self.shared.signals.is_closed()
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called.
@@ -655,11 +565,11 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
         self.shared.epoch.stamp(at.into_std())
     }
 
-    /// Runs `f` on the locked core; returns its result and the ready count.
+    /// Runs `f` on the locked core.
     ///
     /// A change of the ready count is reported to the observer before the
     /// lock is released, so depth reports arrive in the order of the changes.
-    fn with_core<R>(&self, f: impl FnOnce(&mut Core<K, T>) -> R) -> (R, usize) {
+    fn with_core<R>(&self, f: impl FnOnce(&mut Core<K, T>) -> R) -> R {
         let mut core = lock(&self.shared.core);
         let before = core.ready_len();
         let out = f(&mut core);
@@ -667,47 +577,33 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
         if ready != before {
             self.report(|o| o.depth(ready));
         }
-        (out, ready)
+        out
     }
 
     fn after_add(&self, added: Added) {
-        match added {
-            Added::Queued => {
-                self.shared.ready.notify_one();
-                self.report(|o| o.added());
-            }
-            Added::Dirty => self.report(|o| o.added()),
-            Added::Deduplicated | Added::Rejected => {}
+        self.shared.signals.wake(added.wake());
+        if matches!(added, Added::Queued | Added::Dirty) {
+            self.report(|o| o.added());
         }
     }
 
     fn after_schedule(&self, scheduled: Scheduled) {
-        match scheduled {
-            Scheduled::Now(added) => self.after_add(added),
-            // A worker sleeping until a later deadline must look again.
-            Scheduled::Timer { earliest: true } => self.shared.ready.notify_one(),
-            Scheduled::Timer { earliest: false }
-            | Scheduled::Deduplicated
-            | Scheduled::Rejected => {}
+        if let Scheduled::Now(added) = scheduled {
+            self.after_add(added);
+        } else {
+            self.shared.signals.wake(scheduled.wake());
         }
     }
 }
 
-/// Counts a worker as sleeping until the earliest timer while it lives.
-struct TimerWatch<'a, K: QueueKey, T: Payload>(&'a WorkQueue<K, T>);
-
-impl<K: QueueKey, T: Payload> Drop for TimerWatch<'_, K, T> {
-    fn drop(&mut self) {
-        lock(&self.0.shared.core).unwatch_timers();
+impl Ring for Notify {
+    fn notify_one(&self) {
+        Notify::notify_one(self);
     }
-}
 
-/// What one look at the core found for a worker.
-enum Taken<K, T> {
-    /// A key, and how long it waited (reported once its processing starts).
-    Key(Handed<K, T>, Duration),
-    ShutDown,
-    Empty(Option<Stamp>),
+    fn notify_waiters(&self) {
+        Notify::notify_waiters(self);
+    }
 }
 
 impl<K: QueueKey, T: Payload> Default for WorkQueue<K, T> {
