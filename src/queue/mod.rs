@@ -40,6 +40,7 @@
 //! before a look that may sleep. loom checks the core (`loom_tests.rs`) and
 //! those steps, as this file and `batch.rs` call them (`loom_wakeups.rs`).
 
+mod adds;
 mod batch;
 mod builder;
 mod core;
