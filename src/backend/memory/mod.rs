@@ -57,6 +57,9 @@
 //! under it (so the check and the write are one step); the authority must
 //! not write to the store. Watch streams read the history under it, up to
 //! 256 changes at a time; writes wake a watch stream only when it sleeps.
+//!
+//! [`Source`]: crate::Source
+//! [`SourceError::Expired`]: crate::SourceError::Expired
 
 mod bell;
 mod client;
@@ -64,6 +67,7 @@ mod election;
 mod error;
 mod faults;
 mod membership;
+mod source;
 mod table;
 mod watch;
 
@@ -72,7 +76,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use async_trait::async_trait;
 use parking_lot::Mutex;
 
 pub use self::election::{MemoryElection, MemoryElectionGroup};
@@ -81,10 +84,9 @@ pub use error::{FaultError, InjectedFault};
 pub use faults::Faults;
 
 use self::bell::Bell;
-use self::faults::FaultRoller;
 use self::table::Table;
 use crate::object::{Object, Revision};
-use crate::source::{Snapshot, Source, SourceError, WatchStream};
+use crate::source::Snapshot;
 
 /// The number of changes a store keeps for watches unless told otherwise.
 pub const DEFAULT_HISTORY: NonZeroUsize = NonZeroUsize::new(100_000).unwrap();
@@ -95,7 +97,7 @@ pub const DEFAULT_HISTORY: NonZeroUsize = NonZeroUsize::new(100_000).unwrap();
 ///
 /// # Examples
 ///
-/// A store is a [`Source`] (an informer watches it) and a backend that a
+/// A store is a [`Source`](crate::Source) (an informer watches it) and a backend that a
 /// [`Client`](crate::client::Client) writes to; [`put`](Self::put) writes
 /// as an outside actor would (a simulation, a seed), whatever the version:
 ///
@@ -136,9 +138,9 @@ struct Shared<O: Object> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemoryStats {
-    /// Calls to [`Source::list`] (including failed ones).
+    /// Calls to [`Source::list`](crate::Source::list) (including failed ones).
     pub lists: u64,
-    /// Calls to [`Source::watch`] (including failed ones).
+    /// Calls to [`Source::watch`](crate::Source::watch) (including failed ones).
     pub watches: u64,
 }
 
@@ -264,7 +266,7 @@ impl<O: Object> MemoryStore<O> {
 
     /// Forgets the whole history: every open watch that has not caught up,
     /// and every watch from an older revision, fails with
-    /// [`SourceError::Expired`].
+    /// [`SourceError::Expired`](crate::SourceError::Expired).
     pub fn compact(&self) {
         let mut table = self.shared.table.lock();
         let revision = table.revision();
@@ -286,7 +288,7 @@ impl<O: Object> MemoryStore<O> {
         self.shared.bell.ring();
     }
 
-    /// Makes the next `count` calls to [`Source::list`] fail with an
+    /// Makes the next `count` calls to [`Source::list`](crate::Source::list) fail with an
     /// [`InjectedFault::List`].
     pub fn fail_next_lists(&self, count: u32) {
         self.shared.table.lock().failing_lists = count;
@@ -312,46 +314,5 @@ impl<O: Object> MemoryStore<O> {
             lists: self.shared.lists.load(Ordering::Relaxed),
             watches: self.shared.watches.load(Ordering::Relaxed),
         }
-    }
-}
-
-#[async_trait]
-impl<O: Object> Source for MemoryStore<O> {
-    type Object = O;
-
-    fn name(&self) -> &str {
-        &self.shared.name
-    }
-
-    async fn list(&self) -> Result<Snapshot<O>, SourceError> {
-        self.shared.lists.fetch_add(1, Ordering::Relaxed);
-        let mut table = self.shared.table.lock();
-        if table.failing_lists > 0 {
-            table.failing_lists -= 1;
-            return Err(SourceError::unavailable(InjectedFault::List));
-        }
-        Ok(table.snapshot())
-    }
-
-    async fn watch(&self, from: Revision) -> Result<WatchStream<O>, SourceError> {
-        let number = self.shared.watches.fetch_add(1, Ordering::Relaxed);
-        let bookmarks = {
-            let table = self.shared.table.lock();
-            if from < table.compacted() {
-                return Err(SourceError::Expired {
-                    requested: from,
-                    compacted: table.compacted(),
-                });
-            }
-            table.bookmarks
-        };
-        let faults = self.shared.faults.lock().clone();
-        let roller = faults.is_active().then(|| FaultRoller::new(faults, number));
-        Ok(watch::open(
-            Arc::clone(&self.shared),
-            from,
-            bookmarks,
-            roller,
-        ))
     }
 }
