@@ -344,6 +344,6 @@ fn a_zero_read_your_writes_bound_is_refused() {
     .expect_err("a zero bound");
     assert_eq!(
         refused.to_string(),
-        "controller `counts` is misconfigured: the read-your-writes timeout is zero"
+        "controller `counts` is misconfigured: `read_your_writes` is zero"
     );
 }
