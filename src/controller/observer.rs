@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// How one reconcile ended, as counted by metrics.
+///
+/// # Examples
+///
+/// ```
+/// use tend::controller::Outcome;
+///
+/// assert!(Outcome::RequeueAfter.succeeded()); // returned `Ok`
+/// assert!(!Outcome::Timeout.succeeded());
+/// assert_eq!(Outcome::Panic.result_label(), Some("error")); // controller-runtime's label
+/// assert_eq!(Outcome::Cancelled.result_label(), None); // it did not finish
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {

@@ -16,6 +16,22 @@ use crate::error::BoxError;
 pub use self::config::{ElectionConfig, ElectionConfigError};
 
 /// Why a leader election call failed.
+///
+/// # Examples
+///
+/// An elector of your own reports its backend's failures so:
+///
+/// ```
+/// use std::error::Error;
+/// use tend::election::ElectionError;
+///
+/// let error = ElectionError::Backend {
+///     election: "operator".into(),
+///     source: std::io::Error::other("lock service unreachable").into(),
+/// };
+/// assert_eq!(error.to_string(), "leader election `operator` failed");
+/// assert_eq!(error.source().unwrap().to_string(), "lock service unreachable");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ElectionError {

@@ -89,6 +89,16 @@ pub trait RateLimiter<K>: Send + Sync {
 }
 
 /// A rate limiter's configuration was invalid.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::rate_limit::{ExponentialBackoff, RateLimitError};
+///
+/// let built = ExponentialBackoff::<String>::new(Duration::ZERO, Duration::from_secs(60));
+/// assert!(matches!(built, Err(RateLimitError::ZeroBase))); // retries would spin
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitError {

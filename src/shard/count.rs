@@ -94,6 +94,16 @@ impl TryFrom<u32> for ShardCount {
 }
 
 /// A shard count of 0, or above [`ShardCount::MAX`].
+///
+/// # Examples
+///
+/// ```
+/// use tend::shard::ShardCount;
+///
+/// let error = ShardCount::new(100_000).unwrap_err();
+/// assert_eq!(error.count, 100_000);
+/// assert_eq!(error.to_string(), "a shard count must be between 1 and 65536, not 100000");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a shard count must be between 1 and 65536, not {count}")]
 #[non_exhaustive]
