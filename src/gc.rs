@@ -154,7 +154,8 @@ fn index_value(key: &impl fmt::Debug) -> IndexValue {
 /// for (pod, set) in [("web-1", "web"), ("db-1", "db")] { // there is no set `db`
 ///     pods.put(Pod { name: pod.into(), set: Some(set.into()), version: Revision::ZERO });
 /// }
-/// let (pod_informer, set_informer) = (Informer::builder(pods.clone()).build()?, Informer::builder(sets.clone()).build()?);
+/// let pod_informer = Informer::builder(pods.clone()).build()?;
+/// let set_informer = Informer::builder(sets.clone()).build()?;
 /// let collector = GarbageCollector::new(pods.client(), sets.client())
 ///     .grace(Duration::ZERO) // at once (default: 5 s)
 ///     .controller("pod-gc", pod_informer.clone(), set_informer.clone())?;

@@ -65,13 +65,30 @@ pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
 /// impl Backend for Builtin {
 ///     type Object = Flag;
 ///     fn name(&self) -> &str { "builtin-flags" }
-///     async fn get(&self, key: &String) -> Result<Option<Flag>, ClientError> { Ok(self.0.get(key).cloned()) }
-///     async fn list(&self) -> Result<Snapshot<Flag>, ClientError> {
-///         Ok(Snapshot { objects: self.0.values().cloned().collect(), revision: Revision::new(1) })
+///
+///     async fn get(&self, key: &String) -> Result<Option<Flag>, ClientError> {
+///         Ok(self.0.get(key).cloned())
 ///     }
-///     async fn create(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> { Err(read_only()) }
-///     async fn update(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> { Err(read_only()) }
-///     async fn delete(&self, _: &String, _: Option<Revision>, _: Option<FencingToken>) -> Result<Revision, ClientError> {
+///
+///     async fn list(&self) -> Result<Snapshot<Flag>, ClientError> {
+///         let objects = self.0.values().cloned().collect();
+///         Ok(Snapshot { objects, revision: Revision::new(1) })
+///     }
+///
+///     async fn create(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> {
+///         Err(read_only())
+///     }
+///
+///     async fn update(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> {
+///         Err(read_only())
+///     }
+///
+///     async fn delete(
+///         &self,
+///         _: &String,
+///         _: Option<Revision>,
+///         _: Option<FencingToken>,
+///     ) -> Result<Revision, ClientError> {
 ///         Err(read_only())
 ///     }
 /// }
