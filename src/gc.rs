@@ -79,6 +79,30 @@ pub const OWNER_INDEX: &str = "tend.gc/owner";
 
 /// An object that may belong to an owner of another type: it is garbage
 /// once the owner is gone.
+///
+/// # Examples
+///
+/// ```
+/// use tend::gc::{self, Owned};
+/// use tend::Revision;
+///
+/// #[derive(Clone, Debug)]
+/// struct Set { name: String, version: Revision }
+/// tend::impl_object!(Set, key: name: String, version: version);
+///
+/// #[derive(Clone, Debug)]
+/// struct Pod { name: String, set: Option<String>, version: Revision }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// impl Owned for Pod {
+///     type Owner = Set;
+///     fn owner(&self) -> Option<String> { self.set.clone() }
+/// }
+///
+/// let pod = Pod { name: "web-1".into(), set: Some("web".into()), version: Revision::ZERO };
+/// assert_eq!(pod.owner().as_deref(), Some("web"));
+/// assert_eq!(gc::owner_index(&pod), ["\"web\""]); // its `OWNER_INDEX` value
+/// ```
 pub trait Owned: Object {
     /// The owner's type.
     type Owner: Object;
@@ -104,6 +128,47 @@ fn index_value(key: &impl fmt::Debug) -> IndexValue {
 /// Deletes dependents whose owner is gone; a [`Reconciler`] over the
 /// dependents, made into a controller by
 /// [`controller`](Self::controller). See the [module docs](self).
+///
+/// # Examples
+///
+/// ```
+/// # use tend::gc::Owned;
+/// # #[derive(Clone, Debug)] struct Set { name: String, version: Revision }
+/// # tend::impl_object!(Set, key: name: String, version: version);
+/// # #[derive(Clone, Debug)] struct Pod { name: String, set: Option<String>, version: Revision }
+/// # tend::impl_object!(Pod, key: name: String, version: version);
+/// # impl Owned for Pod {
+/// #     type Owner = Set;
+/// #     fn owner(&self) -> Option<String> { self.set.clone() }
+/// # }
+/// use std::time::Duration;
+/// use tend::gc::GarbageCollector;
+/// use tend::memory::MemoryStore;
+/// use tend::testing::Harness;
+/// use tend::{Informer, Revision};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (sets, pods) = (MemoryStore::<Set>::new("sets"), MemoryStore::<Pod>::new("pods"));
+/// sets.put(Set { name: "web".into(), version: Revision::ZERO });
+/// for (pod, set) in [("web-1", "web"), ("db-1", "db")] { // there is no set `db`
+///     pods.put(Pod { name: pod.into(), set: Some(set.into()), version: Revision::ZERO });
+/// }
+/// let pod_informer = Informer::builder(pods.clone()).build()?;
+/// let set_informer = Informer::builder(sets.clone()).build()?;
+/// let collector = GarbageCollector::new(pods.client(), sets.client())
+///     .grace(Duration::ZERO) // at once (default: 5 s)
+///     .controller("pod-gc", pod_informer.clone(), set_informer.clone())?;
+/// let mut harness = Harness::new();
+/// harness.informer(&pod_informer);
+/// harness.informer(&set_informer);
+/// harness.controller(collector);
+/// harness.settle(Duration::from_secs(60)).await?;
+/// assert!(pods.get(&"web-1".to_owned()).is_some());
+/// assert!(pods.get(&"db-1".to_owned()).is_none()); // an orphan: deleted
+/// # harness.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub struct GarbageCollector<D: Owned> {
     dependents: Client<D>,
     owners: Client<D::Owner>,

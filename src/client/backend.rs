@@ -46,6 +46,65 @@ pub type KeyOf<B> = <<B as Backend>::Object as Object>::Key;
 ///
 /// Reads are cancel safe; dropping a write's future may or may not have
 /// written.
+///
+/// # Examples
+///
+/// A read-only backend over flags compiled into the binary, behind the
+/// same [`Client`](super::Client) as every other backend:
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use tend::client::{Backend, Client, ClientError, FencingToken};
+/// use tend::{Revision, Snapshot};
+/// # #[derive(Clone, Debug, PartialEq)] struct Flag { name: String, on: bool, version: Revision }
+/// # tend::impl_object!(Flag, key: name: String, version: version);
+///
+/// struct Builtin(BTreeMap<String, Flag>);
+///
+/// #[tend::async_trait]
+/// impl Backend for Builtin {
+///     type Object = Flag;
+///     fn name(&self) -> &str { "builtin-flags" }
+///
+///     async fn get(&self, key: &String) -> Result<Option<Flag>, ClientError> {
+///         Ok(self.0.get(key).cloned())
+///     }
+///
+///     async fn list(&self) -> Result<Snapshot<Flag>, ClientError> {
+///         let objects = self.0.values().cloned().collect();
+///         Ok(Snapshot { objects, revision: Revision::new(1) })
+///     }
+///
+///     async fn create(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> {
+///         Err(read_only())
+///     }
+///
+///     async fn update(&self, _: Flag, _: Option<FencingToken>) -> Result<Flag, ClientError> {
+///         Err(read_only())
+///     }
+///
+///     async fn delete(
+///         &self,
+///         _: &String,
+///         _: Option<Revision>,
+///         _: Option<FencingToken>,
+///     ) -> Result<Revision, ClientError> {
+///         Err(read_only())
+///     }
+/// }
+///
+/// fn read_only() -> ClientError {
+///     ClientError::Unsupported { backend: "builtin-flags".into(), operation: "writes" }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ClientError> {
+/// let dark = Flag { name: "dark-mode".into(), on: true, version: Revision::new(1) };
+/// let flags = Client::new(Builtin(BTreeMap::from([(dark.name.clone(), dark)])));
+/// assert!(flags.get(&"dark-mode".to_owned()).await?.is_some_and(|flag| flag.on));
+/// assert!(matches!(flags.delete(&"dark-mode".to_owned()).await, Err(ClientError::Unsupported { .. })));
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The type of the objects this backend stores.

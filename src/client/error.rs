@@ -13,6 +13,36 @@ use crate::object::Revision;
 /// wrote nothing; after `Unavailable` the write may or may not have landed.
 ///
 /// Keys are shown in their `Debug` form.
+///
+/// # Examples
+///
+/// ```
+/// use tend::client::ClientError;
+/// use tend::memory::MemoryStore;
+/// use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)] struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// /// What a writer does next.
+/// fn next_step(error: &ClientError) -> &'static str {
+///     if error.is_conflict() { "read again, then write" }
+///     else if error.is_fenced() { "stop: no longer the leader" }
+///     else if error.is_retryable() { "retry later" }
+///     else { "give up" }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ClientError> {
+/// let lights = MemoryStore::new("lights").client();
+/// let hall = lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
+/// lights.update(Light { on: true, ..hall.clone() }).await?;
+/// let stale = lights.update(hall).await.unwrap_err(); // read before the last write
+/// assert_eq!(next_step(&stale), "read again, then write");
+/// let missing = lights.delete(&"attic".to_owned()).await.unwrap_err();
+/// assert!(matches!(&missing, ClientError::NotFound { key } if key == "\"attic\"")); // `Debug` form
+/// assert_eq!(next_step(&missing), "give up");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {

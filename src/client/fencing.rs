@@ -102,6 +102,25 @@ impl<F: Fencing + ?Sized> Fencing for std::sync::Arc<F> {
 /// The check it hands out does not keep the candidacy alive: a dropped
 /// candidate resigns, and its tokens stop being current, whatever clients
 /// still hold its check.
+///
+/// # Examples
+///
+/// ```
+/// use tend::client::{Fences, Fencing};
+/// use tend::election::LeaderElector;
+/// use tend::memory::MemoryElectionGroup;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::election::ElectionError> {
+/// let election = MemoryElectionGroup::new("operator");
+/// let candidate = election.candidate();
+/// let check = candidate.fencing(); // what `client_fenced_by(&candidate)` keeps
+/// let token = candidate.campaign().await?;
+/// assert!(check.is_current(token));
+/// drop(candidate); // resigns: its tokens stop being current
+/// assert!(!check.is_current(token));
+/// # Ok(()) }
+/// ```
 pub trait Fences {
     /// The check, detached from the candidate or member.
     fn fencing(&self) -> std::sync::Arc<dyn Fencing>;

@@ -11,6 +11,27 @@ use super::{Client, ClientError};
 use crate::object::Object;
 
 /// What [`Client::modify`] or [`Client::create_or_update`] did.
+///
+/// # Examples
+///
+/// ```
+/// use tend::client::Effect;
+/// use tend::memory::MemoryStore;
+/// use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)] struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::client::ClientError> {
+/// let store = MemoryStore::new("lights");
+/// let lights = store.client();
+/// lights.create(Light { room: "hall".into(), on: false, version: Revision::ZERO }).await?;
+/// let hall = "hall".to_owned();
+/// assert_eq!(lights.modify(&hall, |light| light.on = true).await?.effect, Effect::Updated);
+/// assert_eq!(lights.modify(&hall, |light| light.on = true).await?.effect, Effect::Unchanged);
+/// assert_eq!(store.revision(), Revision::new(2)); // the second wrote nothing
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Effect {
     /// The object did not exist and was created.
@@ -23,6 +44,28 @@ pub enum Effect {
 
 /// The object as stored after [`Client::modify`] or
 /// [`Client::create_or_update`], and what was done.
+///
+/// # Examples
+///
+/// ```
+/// use tend::client::{Effect, Written};
+/// use tend::memory::MemoryStore;
+/// use tend::Revision;
+/// # #[derive(Clone, Debug, PartialEq)] struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::client::ClientError> {
+/// let lights = MemoryStore::new("lights").client();
+/// let hall = Light { room: "hall".into(), on: false, version: Revision::ZERO };
+/// let Written { object, effect } = lights.create_or_update(hall.clone(), |l| l.on = true).await?;
+/// assert_eq!(effect, Effect::Created);
+/// assert!(object.on && object.version > Revision::ZERO); // as stored
+///
+/// let again = lights.create_or_update(hall, |l| l.on = true).await?;
+/// assert_eq!(again, Written { object, effect: Effect::Unchanged }); // nothing to write
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written<O> {
     /// The object as stored now (with its version).

@@ -15,6 +15,59 @@ use crate::informer::Cache;
 use crate::object::{Object, Revision};
 
 /// Everything a reconcile of one key gets.
+///
+/// # Examples
+///
+/// A reconciler that writes down what it was given, run by a
+/// [`Harness`](crate::testing::Harness) through a create and a delete:
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use std::sync::{Arc, Mutex};
+/// # use std::time::Duration;
+/// # use tend::controller::{Action, Context, Controller, Reconciler};
+/// # use tend::memory::MemoryStore;
+/// # use tend::testing::Harness;
+/// # use tend::{Informer, Revision};
+/// # #[derive(Clone, Debug)] struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// #[derive(Clone, Default)]
+/// struct Notes(Arc<Mutex<Vec<String>>>);
+///
+/// impl Reconciler<Light> for Notes {
+///     type Error = Infallible;
+///
+///     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
+///         let state = match (ctx.object(), ctx.deleted()) {
+///             (Some(light), _) => format!("on={}", light.on), // as cached now
+///             (None, Some(last)) => format!("deleted, was on={}", last.on), // for cleanup
+///             (None, None) => "absent".to_owned(),
+///         };
+///         let note = format!("{} {state} ({}, attempt {})", ctx.key(), ctx.triggers(), ctx.attempt());
+///         self.0.lock().unwrap().push(note);
+///         Ok(Action::Done)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let store = MemoryStore::new("lights");
+/// # let informer = Informer::builder(store.clone()).build()?;
+/// # let notes = Notes::default();
+/// # let mut harness = Harness::new();
+/// # harness.informer(&informer);
+/// # harness.controller(Controller::builder("notes", &informer, notes.clone()).build()?);
+/// store.put(Light { room: "hall".into(), on: true, version: Revision::ZERO });
+/// harness.settle(Duration::from_secs(60)).await?;
+/// store.client().delete(&"hall".to_owned()).await?;
+/// harness.settle(Duration::from_secs(60)).await?;
+/// assert_eq!(*notes.0.lock().unwrap(), [
+///     "hall on=true (initial, attempt 1)",
+///     "hall deleted, was on=true (deleted, attempt 1)",
+/// ]);
+/// # harness.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub struct Context<O: Object> {
     pub(super) key: O::Key,
     pub(super) object: Option<Arc<O>>,

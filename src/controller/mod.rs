@@ -79,6 +79,37 @@ use crate::object::Object;
 use crate::queue::WorkQueue;
 
 /// Why a controller could not be built or run.
+///
+/// # Examples
+///
+/// A controller whose informer nobody runs never syncs its cache:
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// # struct Noop;
+/// # impl Reconciler<Item> for Noop {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use std::time::Duration;
+/// use tend::controller::{Controller, ControllerError};
+/// use tend::memory::MemoryStore;
+/// use tend::{CancellationToken, Informer, InformerError};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let items = Informer::builder(MemoryStore::<Item>::new("items")).build()?;
+/// let controller = Controller::builder("items", &items, Noop)
+///     .sync_timeout(Duration::from_secs(5))
+///     .build()?;
+/// let error = controller.run(CancellationToken::new()).await.unwrap_err();
+/// assert!(matches!(error, ControllerError::Informer { source: InformerError::SyncTimeout { .. }, .. }));
+/// assert_eq!(error.to_string(), "controller `items` cannot start");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControllerError {
@@ -121,6 +152,30 @@ pub enum ControllerError {
 /// A setting of a [`ControllerBuilder`] (or of the [`Environment`] a
 /// controller runs in), as [`ControllerError::InvalidConfig`] names it;
 /// displayed as the builder method's name.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// # struct Noop;
+/// # impl Reconciler<Item> for Noop {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use tend::controller::{Controller, ControllerError, ControllerSetting};
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, SettingError};
+///
+/// let items = Informer::builder(MemoryStore::<Item>::new("items")).build()?;
+/// let built = Controller::builder("", &items, Noop).build();
+/// let Err(ControllerError::InvalidConfig { setting, error, .. }) = built else { unreachable!() };
+/// assert_eq!((setting, error), (ControllerSetting::Name, SettingError::Empty));
+/// assert_eq!(setting.to_string(), "name"); // the builder's argument, or method
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ControllerSetting {

@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// How one reconcile ended, as counted by metrics.
+///
+/// # Examples
+///
+/// ```
+/// use tend::controller::Outcome;
+///
+/// assert!(Outcome::RequeueAfter.succeeded()); // returned `Ok`
+/// assert!(!Outcome::Timeout.succeeded());
+/// assert_eq!(Outcome::Panic.result_label(), Some("error")); // controller-runtime's label
+/// assert_eq!(Outcome::Cancelled.result_label(), None); // it did not finish
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {
@@ -53,6 +64,58 @@ impl Outcome {
 /// worker unless they say otherwise, so they must be cheap, and must not
 /// panic (an end is reported while unwinding from a panic elsewhere). Every
 /// `reconcile_started` is followed by one `reconcile_finished`.
+///
+/// # Examples
+///
+/// Counting failed reconciles of a controller whose first attempt fails:
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tend::controller::{Action, Context, Controller, Reconciler};
+/// # use tend::memory::MemoryStore;
+/// # use tend::testing::Harness;
+/// # use tend::{Informer, Revision};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// # struct Flaky;
+/// # impl Reconciler<Light> for Flaky {
+/// #     type Error = std::io::Error;
+/// #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, std::io::Error> {
+/// #         if ctx.attempt() == 1 { Err(std::io::Error::other("flaky")) } else { Ok(Action::Done) }
+/// #     }
+/// # }
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tend::controller::{ControllerObserver, Outcome};
+///
+/// #[derive(Default)]
+/// struct Failures(AtomicU64);
+///
+/// impl ControllerObserver for Failures {
+///     fn reconcile_finished(&self, outcome: Outcome, _took: Duration) {
+///         if !outcome.succeeded() {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let store = MemoryStore::new("lights");
+/// # let informer = Informer::builder(store.clone()).build()?;
+/// let failures = Arc::new(Failures::default());
+/// let controller = Controller::builder("flaky", &informer, Flaky)
+///     .observer(failures.clone())
+///     .build()?;
+/// # let mut harness = Harness::new();
+/// # harness.informer(&informer);
+/// # harness.controller(controller);
+/// store.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// harness.settle(Duration::from_secs(60)).await?;
+/// assert_eq!(failures.0.load(Ordering::Relaxed), 1); // then its retry succeeded
+/// # harness.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub trait ControllerObserver: Send + Sync {
     /// A worker started a reconcile (`controller_runtime_active_workers` + 1).
     fn reconcile_started(&self) {}

@@ -119,6 +119,44 @@ impl Action {
 }
 
 /// How a reconcile error is handled.
+///
+/// Returned by [`Reconciler::error_policy`] for each error.
+///
+/// # Examples
+///
+/// ```
+/// use tend::controller::{Action, Context, ErrorPolicy, Reconciler};
+/// # #[derive(Clone, Debug)] struct Site { name: String, version: tend::Revision }
+/// # tend::impl_object!(Site, key: name: String, version: version);
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum DeployError {
+///     #[error("invalid spec: {0}")]
+///     InvalidSpec(String),
+///     #[error("the registry is unreachable")]
+///     Registry,
+/// }
+///
+/// struct Deploy;
+///
+/// impl Reconciler<Site> for Deploy {
+///     type Error = DeployError;
+///     # async fn reconcile(&self, _: Context<Site>) -> Result<Action, DeployError> {
+///     #     Err(DeployError::Registry)
+///     # }
+///     // `reconcile` deploys the site, failing with a `DeployError`.
+///
+///     fn error_policy(&self, error: &DeployError) -> ErrorPolicy {
+///         match error {
+///             DeployError::InvalidSpec(_) => ErrorPolicy::Terminal, // until the spec changes
+///             DeployError::Registry => ErrorPolicy::Retry, // with backoff
+///         }
+///     }
+/// }
+///
+/// let invalid = DeployError::InvalidSpec("no image".into());
+/// assert_eq!(Deploy.error_policy(&invalid), ErrorPolicy::Terminal);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorPolicy {

@@ -5,6 +5,26 @@ use std::fmt;
 use crate::queue::{Payload, slot_size};
 
 /// One reason for a reconcile.
+///
+/// Read from [`Context::triggers`](super::Context::triggers), for logs and
+/// metrics, or to choose how much to look at: never to decide what the
+/// state should be (the object as cached now says that).
+///
+/// # Examples
+///
+/// ```
+/// use tend::controller::{Trigger, Triggers};
+///
+/// /// Audits the whole cloud account only on a periodic resync; a change of
+/// /// the object needs only its own resources looked at.
+/// fn full_audit(triggers: Triggers) -> bool {
+///     triggers.contains(Trigger::Resync)
+/// }
+///
+/// assert!(full_audit(Trigger::Resync.into()));
+/// assert!(!full_audit(Trigger::Changed.into()));
+/// assert_eq!(Trigger::Owned.to_string(), "owned"); // as logs show it
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Trigger {
@@ -83,6 +103,20 @@ impl fmt::Display for Trigger {
 /// The controller's queue carries them with each key: they are its
 /// [`Payload`], merged by set union, so every reason given since the key's
 /// last reconcile is reported once by the next.
+///
+/// # Examples
+///
+/// ```
+/// use tend::Payload;
+/// use tend::controller::{Trigger, Triggers};
+///
+/// let mut triggers = Triggers::from(Trigger::Changed);
+/// triggers.merge(Trigger::Owned.into()); // a second add of the key, coalesced
+/// assert!(triggers.contains(Trigger::Changed) && triggers.contains(Trigger::Owned));
+/// assert_eq!(triggers.iter().collect::<Vec<_>>(), [Trigger::Changed, Trigger::Owned]);
+/// assert_eq!(triggers.to_string(), "changed+owned");
+/// assert!(Triggers::default().is_empty());
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Triggers(u16);
 

@@ -20,6 +20,42 @@ use crate::object::Object;
 ///
 /// An [`Informer`] converts into a `Watch` with no predicate, so
 /// `.owns(pods, …)` and `.owns(Watch::new(pods).predicate(p), …)` both work.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # use tend::Revision;
+/// # #[derive(Clone, Debug)] struct Set { name: String, version: Revision }
+/// # tend::impl_object!(Set, key: name: String, version: version);
+/// # #[derive(Clone, Debug)] struct Pod { name: String, set: String, version: Revision }
+/// # tend::impl_object!(Pod, key: name: String, version: version);
+/// # struct Scale;
+/// # impl Reconciler<Set> for Scale {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Set>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use tend::controller::{Controller, Predicate, Watch};
+/// use tend::memory::MemoryStore;
+/// use tend::Informer;
+///
+/// let sets = Informer::builder(MemoryStore::<Set>::new("sets")).build()?;
+/// let pods = Informer::builder(MemoryStore::<Pod>::new("pods")).build()?;
+/// let pod_changes = Watch::new(pods.clone()).predicate(Predicate::version_changed());
+/// let controller = Controller::builder("sets", &sets, Scale)
+///     .owns(pod_changes, |pod: &Pod| Some(pod.set.clone()))
+///     .build()?;
+/// assert_eq!(controller.required_informers(), [sets.id(), pods.id()]);
+///
+/// // Optional: reconciles start without waiting for the pods' cache.
+/// let lenient = Controller::builder("sets-lenient", &sets, Scale)
+///     .owns(Watch::new(pods.clone()).optional(), |pod: &Pod| Some(pod.set.clone()))
+///     .build()?;
+/// assert_eq!(lenient.required_informers(), [sets.id()]);
+/// assert_eq!(lenient.informers(), [sets.id(), pods.id()]); // still read, and run
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Watch<P: Object> {
     informer: Informer<P>,
     predicate: Option<Predicate<P>>,

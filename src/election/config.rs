@@ -4,6 +4,20 @@
 use std::time::Duration;
 
 /// Why an [`ElectionConfig`] was refused.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::election::{ElectionConfig, ElectionConfigError};
+///
+/// let secs = Duration::from_secs;
+/// let error = ElectionConfig::new(secs(15), secs(2), secs(2)).unwrap_err();
+/// assert_eq!(error, ElectionConfigError::RenewDeadlineNotAboveRetry {
+///     renew_deadline: secs(2),
+///     retry_period: secs(2),
+/// });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ElectionConfigError {
@@ -59,6 +73,24 @@ pub enum ElectionConfigError {
 ///   campaign waits before trying again.
 ///
 /// Valid when `MAX_LEASE ≥ lease > renew_deadline > 1.2 × retry_period > 0`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::election::{ElectionConfig, ElectionConfigError};
+///
+/// let secs = Duration::from_secs;
+/// // A faster failover than the default: a standby wins about 6 s after
+/// // the leader stopped renewing.
+/// let fast = ElectionConfig::new(secs(6), secs(4), secs(1))?;
+/// assert_eq!((fast.lease(), fast.renew_deadline()), (secs(6), secs(4)));
+/// assert_eq!(ElectionConfig::default().lease(), secs(15));
+///
+/// let wrong = ElectionConfig::new(secs(4), secs(4), secs(1)); // lease not above the deadline
+/// assert!(matches!(wrong, Err(ElectionConfigError::LeaseNotAboveRenewDeadline { .. })));
+/// # Ok::<(), ElectionConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElectionConfig {
     lease: Duration,

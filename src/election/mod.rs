@@ -16,6 +16,22 @@ use crate::error::BoxError;
 pub use self::config::{ElectionConfig, ElectionConfigError};
 
 /// Why a leader election call failed.
+///
+/// # Examples
+///
+/// An elector of your own reports its backend's failures so:
+///
+/// ```
+/// use std::error::Error;
+/// use tend::election::ElectionError;
+///
+/// let error = ElectionError::Backend {
+///     election: "operator".into(),
+///     source: std::io::Error::other("lock service unreachable").into(),
+/// };
+/// assert_eq!(error.to_string(), "leader election `operator` failed");
+/// assert_eq!(error.source().unwrap().to_string(), "lock service unreachable");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ElectionError {
@@ -60,6 +76,37 @@ pub enum ElectionError {
 /// implements this trait over an etcd lease, the Kubernetes backend over a
 /// `coordination.k8s.io/v1` `Lease`; both take their timing from an
 /// [`ElectionConfig`].
+///
+/// # Examples
+///
+/// Code written against the trait, run here on the in-process election:
+///
+/// ```
+/// use tend::election::{ElectionError, LeaderElector};
+/// use tend::memory::MemoryElectionGroup;
+///
+/// /// Leads until the leadership is lost, then gives up the candidacy.
+/// async fn lead(elector: &impl LeaderElector) -> Result<(), ElectionError> {
+///     let token = elector.campaign().await?; // waits until this candidate leads
+///     println!("{} leads with token {token}", elector.name());
+///     elector.lost().await; // … act, fencing every write with `token` …
+///     elector.resign().await
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ElectionError> {
+/// let election = MemoryElectionGroup::new("operator");
+/// let candidate = election.candidate();
+/// let (led, ()) = tokio::join!(lead(&candidate), async {
+///     while election.leader_token().is_none() {
+///         tokio::task::yield_now().await;
+///     }
+///     election.depose(); // as an expired lease
+/// });
+/// led?;
+/// assert!(!candidate.is_leader());
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait LeaderElector: Send + Sync + 'static {
     /// The election's (lock's) name: the `name` label of

@@ -215,6 +215,43 @@ impl<O: Object> Drop for FlushOnUnwind<'_, O> {
 /// A registered handler; dropping it unsubscribes.
 ///
 /// Returned by [`Informer::subscribe`](super::Informer::subscribe).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{CancellationToken, Event, Informer, Revision};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// let informer = Informer::builder(store.clone()).build()?;
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let subscription = informer.subscribe({
+///     let seen = Arc::clone(&seen);
+///     move |event: &Event<Light>| seen.lock().unwrap().push(event.object().room.clone())
+/// });
+/// let stop = CancellationToken::new();
+/// # let run = tokio::spawn({
+/// #     let (informer, stop) = (informer.clone(), stop.clone());
+/// #     async move { informer.run(stop).await }
+/// # });
+/// // … run the informer …
+/// subscription.wait_synced(Duration::from_secs(5)).await?; // the handler got the list
+/// assert_eq!(*seen.lock().unwrap(), ["hall"]);
+///
+/// drop(subscription); // unsubscribes: later events reach no handler
+/// store.put(Light { room: "attic".into(), version: Revision::ZERO });
+/// # stop.cancel();
+/// # run.await??;
+/// assert_eq!(seen.lock().unwrap().len(), 1);
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping a Subscription unsubscribes its handler"]
 pub struct Subscription<O: Object> {
     id: u64,

@@ -103,6 +103,24 @@ impl<O> Event<O> {
 /// A setting of an [`InformerBuilder`], as
 /// [`InformerError::InvalidOption`] names it; displayed as the builder
 /// method's name.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, InformerError, InformerSetting, SettingError};
+/// # #[derive(Clone, Debug)] struct Pod { name: String, version: tend::Revision }
+/// # tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// let built = Informer::builder(MemoryStore::<Pod>::new("pods"))
+///     .backoff(Duration::from_secs(60), Duration::from_secs(1), Duration::from_secs(120))
+///     .build();
+/// let Err(InformerError::InvalidOption { setting, error, .. }) = built else { unreachable!() };
+/// assert_eq!(setting, InformerSetting::Backoff);
+/// assert_eq!(error, SettingError::Inverted); // the initial delay is above the maximum
+/// assert_eq!(setting.to_string(), "backoff"); // the builder method's name
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum InformerSetting {
@@ -125,6 +143,29 @@ impl fmt::Display for InformerSetting {
 }
 
 /// Why an informer call failed.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, InformerError};
+/// # #[derive(Clone, Debug)] struct Pod { name: String, node: String, version: tend::Revision }
+/// # tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), InformerError> {
+/// let informer = Informer::builder(MemoryStore::<Pod>::new("pods")).build()?;
+/// // Nobody runs it, so its cache never syncs:
+/// let timeout = Duration::from_secs(1);
+/// let error = informer.wait_synced(timeout).await.unwrap_err();
+/// assert_eq!(error, InformerError::SyncTimeout { source_name: "pods".into(), timeout });
+///
+/// let error = informer.cache().by_index("node", "n1").unwrap_err(); // never registered
+/// assert!(matches!(error, InformerError::UnknownIndex { .. }));
+/// assert_eq!(error.to_string(), "informer for source `pods` has no index named `node`");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InformerError {
@@ -270,6 +311,26 @@ pub struct Informer<O: Object> {
 
 /// Which informer a handle is a handle of: equal for clones of one
 /// informer, different for two informers alive at once.
+///
+/// [`Controller::informers`](crate::controller::Controller::informers) names
+/// the informers a controller reads by their ids, so that whoever runs the
+/// controller can check that each one runs.
+///
+/// # Examples
+///
+/// ```
+/// use tend::Informer;
+/// use tend::memory::MemoryStore;
+/// # #[derive(Clone, Debug)] struct Pod { name: String, version: tend::Revision }
+/// # tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// let pods = MemoryStore::<Pod>::new("pods");
+/// let informer = Informer::builder(pods.clone()).build()?;
+/// let other = Informer::builder(pods).build()?; // a second list and watch of one store
+/// assert_eq!(informer.clone().id(), informer.id());
+/// assert_ne!(other.id(), informer.id());
+/// # Ok::<(), tend::InformerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct InformerId(usize);
 
@@ -458,6 +519,31 @@ impl Drop for RunningGuard<'_> {
 }
 
 /// Configures an [`Informer`]; created by [`Informer::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, InformerError};
+///
+/// #[derive(Clone, Debug)]
+/// struct Pod { name: String, node: String, logs: Vec<String>, version: tend::Revision }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// let pods = MemoryStore::<Pod>::new("pods");
+/// let informer = Informer::builder(pods.clone())
+///     .resync_every(Duration::from_secs(600)) // re-deliver every cached pod
+///     .relist_every(Duration::from_secs(3600)) // repair what the source lost
+///     .index("node", |pod: &Pod| vec![pod.node.clone()])
+///     .transform(|pod| Pod { logs: Vec::new(), ..pod }) // cache less
+///     .build()?;
+/// assert_eq!(informer.cache().index_names(), ["node"]);
+///
+/// let zero = Informer::builder(pods).resync_every(Duration::ZERO).build();
+/// assert!(matches!(zero, Err(InformerError::InvalidOption { .. })));
+/// # Ok::<(), InformerError>(())
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct InformerBuilder<O: Object> {
     source: Arc<dyn Source<Object = O>>,

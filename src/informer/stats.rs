@@ -12,6 +12,36 @@ use crate::object::Revision;
 ///
 /// Counters only grow (except `cache_size` and `revision`); they are
 /// cumulative over every [`run`](super::Informer::run).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::memory::MemoryStore;
+/// use tend::{CancellationToken, Informer, Revision};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// store.fail_next_lists(1); // the first list fails; the informer backs off, lists again
+/// let informer = Informer::builder(store).build()?;
+/// let stop = CancellationToken::new();
+/// let run = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+/// informer.wait_synced(Duration::from_secs(60)).await?;
+/// let stats = informer.stats();
+/// assert_eq!((stats.lists, stats.relists, stats.cache_size), (2, 0, 1));
+/// assert_eq!(stats.revision, Revision::new(1)); // where its watch started
+/// assert!(stats.last_progress.is_some() && stats.failing_since.is_none());
+/// stop.cancel();
+/// run.await??;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InformerStats {

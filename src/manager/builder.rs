@@ -18,6 +18,27 @@ use crate::error::SettingError;
 use crate::shard::{Membership, ShardCount};
 
 /// Configures a [`Manager`]; start from [`Manager::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::manager::{Manager, ManagerError, ManagerSetting};
+/// use tend::memory::MemoryElectionGroup;
+///
+/// let election = MemoryElectionGroup::new("operator");
+/// let manager = Manager::builder()
+///     .leader_election(election.candidate()) // leader-only runnables run while leading
+///     .graceful_shutdown_timeout(Duration::from_secs(20))
+///     .sync_timeout(Duration::from_secs(60))
+///     .without_signals() // stopped by `shutdown_token` only: a test, an embedding
+///     .build()?;
+/// assert!(manager.leadership().is_some_and(|leadership| !leadership.is_leader()));
+///
+/// let zero = Manager::builder().sync_timeout(Duration::ZERO).build();
+/// assert!(matches!(zero, Err(ManagerError::InvalidConfig { setting: ManagerSetting::SyncTimeout, .. })));
+/// # Ok::<(), ManagerError>(())
+/// ```
 #[must_use]
 pub struct ManagerBuilder {
     #[cfg(feature = "http")]
@@ -270,6 +291,40 @@ impl ManagerBuilder {
 
 /// What a controller whose caches have not synced within the manager's
 /// [sync timeout](ManagerBuilder::sync_timeout) does.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// # struct Noop;
+/// # impl Reconciler<Item> for Noop {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use std::time::Duration;
+/// use tend::manager::{Manager, ManagerError, UnsyncedCaches};
+/// use tend::memory::MemoryStore;
+/// use tend::{Informer, InformerError};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::<Item>::new("items");
+/// store.fail_next_lists(u32::MAX); // a source that never answers
+/// let mut manager = Manager::builder()
+///     .sync_timeout(Duration::from_secs(30))
+///     .unsynced_caches(UnsyncedCaches::Fail)
+///     .without_signals()
+///     .build()?;
+/// let items = manager.informer("items", || Informer::builder(store).build())?;
+/// manager.add_controller(manager.controller("items", &items, Noop).build()?)?;
+/// let Err(ManagerError::Informer { informer, source }) = manager.run().await else { unreachable!() };
+/// assert_eq!(informer, "items");
+/// assert!(matches!(source, InformerError::SyncTimeout { .. }));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum UnsyncedCaches {

@@ -13,6 +13,19 @@ use crate::shard::MembershipError;
 
 /// A setting of a [`ManagerBuilder`](super::ManagerBuilder), as [`ManagerError::InvalidConfig`]
 /// names it; displayed as the builder method's name.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::SettingError;
+/// use tend::manager::{Manager, ManagerError, ManagerSetting};
+///
+/// let built = Manager::builder().graceful_shutdown_timeout(Duration::ZERO).build();
+/// let Err(ManagerError::InvalidConfig { setting, error }) = built else { unreachable!() };
+/// assert_eq!((setting, error), (ManagerSetting::GracefulShutdownTimeout, SettingError::Zero));
+/// assert_eq!(setting.to_string(), "graceful_shutdown_timeout"); // the builder method's name
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ManagerSetting {
@@ -38,6 +51,25 @@ impl fmt::Display for ManagerSetting {
 }
 
 /// Why a manager could not be configured, or why it stopped.
+///
+/// # Examples
+///
+/// ```
+/// use tend::manager::{Manager, ManagerError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ManagerError> {
+/// let mut manager = Manager::builder().without_signals().build()?;
+/// manager.add_task("migrate", |_stop| async { Err("disk full".into()) })?;
+///
+/// // A runnable that cannot be registered is refused at once…
+/// let again = manager.add_task("migrate", |_stop| async { Ok(()) });
+/// assert!(matches!(again, Err(ManagerError::DuplicateTask { .. })));
+/// // … and `run` returns why the manager stopped: here, a failed task.
+/// let Err(ManagerError::TaskFailed { task, source }) = manager.run().await else { unreachable!() };
+/// assert_eq!((task.as_str(), source.to_string()), ("migrate", "disk full".to_owned()));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManagerError {

@@ -42,6 +42,40 @@ pub(super) enum Command {
 /// stopped and forgotten (its metrics too) when the last one is removed;
 /// one registered with [`Manager::informer`](super::Manager::informer)
 /// before the manager ran keeps running.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// # struct Noop;
+/// # impl Reconciler<Item> for Noop {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use tend::Informer;
+/// use tend::manager::Manager;
+/// use tend::memory::MemoryStore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = Manager::builder().without_signals().build()?;
+/// let (handle, stop) = (manager.handle(), manager.shutdown_token());
+/// let running = tokio::spawn(manager.run());
+///
+/// // Later, while it runs (a new tenant, a definition installed):
+/// let store = MemoryStore::<Item>::new("items");
+/// let items = handle.informer("items", || Informer::builder(store.clone()).build())?;
+/// let controller = handle.controller("items", &items, Noop).build()?;
+/// handle.add_controller(controller).await?; // started, its caches synced
+/// handle.remove_controller("items").await?; // drained and stopped, its informer too
+///
+/// stop.cancel();
+/// running.await??;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ManagerHandle {
     pub(super) commands: mpsc::UnboundedSender<Command>,

@@ -7,6 +7,25 @@ use serde::{Deserialize, Serialize};
 /// A ready-made Kubernetes-style key: a name within a namespace.
 ///
 /// Displays as `namespace/name`, or `name` when the namespace is empty.
+///
+/// # Examples
+///
+/// ```
+/// use tend::{Object, ObjectKey, Revision};
+///
+/// let web = ObjectKey::new("shop", "web-1");
+/// assert_eq!(web.to_string(), "shop/web-1");
+/// let node = ObjectKey::cluster("node-0"); // cluster-scoped: no namespace
+/// assert_eq!(node.to_string(), "node-0");
+/// assert!(node < web); // ordered by namespace, then name
+///
+/// // As an object's key:
+/// #[derive(Clone, Debug)]
+/// struct Pod { key: ObjectKey, node: String, version: Revision }
+/// tend::impl_object!(Pod, key: key: ObjectKey, version: version);
+/// let pod = Pod { key: web.clone(), node: "node-0".into(), version: Revision::ZERO };
+/// assert_eq!(pod.key(), web);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     /// The namespace (empty for cluster-scoped objects).

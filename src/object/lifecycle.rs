@@ -22,6 +22,35 @@ use serde::{Deserialize, Serialize};
 ///
 /// The mark belongs to the backend: a create clears it and an update keeps
 /// the stored one, whatever the object written says.
+///
+/// # Examples
+///
+/// A volume that must be detached before it goes: the delete only marks
+/// it, and removing the last finalizer removes it.
+///
+/// ```
+/// use tend::memory::MemoryStore;
+/// use tend::{Lifecycle, Revision};
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Volume { name: String, lifecycle: Lifecycle, version: Revision }
+/// tend::impl_object!(Volume, key: name: String, version: version, lifecycle: lifecycle);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::client::ClientError> {
+/// let mut lifecycle = Lifecycle::new();
+/// assert!(lifecycle.add_finalizer("example.com/detach"));
+/// assert!(!lifecycle.add_finalizer("example.com/detach")); // there already
+///
+/// let volumes = MemoryStore::new("volumes").client();
+/// let key = "data".to_owned();
+/// volumes.create(Volume { name: key.clone(), lifecycle, version: Revision::ZERO }).await?;
+/// volumes.delete(&key).await?; // marked, not removed: a finalizer is left
+/// assert!(volumes.get(&key).await?.unwrap().lifecycle.is_being_deleted());
+/// volumes.remove_finalizer(&key, "example.com/detach").await?; // detached
+/// assert!(volumes.get(&key).await?.is_none());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lifecycle {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -36,6 +65,23 @@ pub struct Lifecycle {
 /// `deletionTimestamp`), not tokio's: it must mean the same to another
 /// process after a restart, so a paused tokio clock in tests does not move
 /// it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use tend::{Deletion, Lifecycle};
+///
+/// let asked = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// let mut lifecycle = Lifecycle::new();
+/// lifecycle.set_deletion(Some(Deletion::new(asked))); // as a backend's delete does
+/// let deletion = lifecycle.deletion().unwrap();
+/// assert_eq!(deletion.at(), asked);
+///
+/// // How long the object has waited for its finalizers:
+/// let waited = SystemTime::now().duration_since(deletion.at()).unwrap_or_default();
+/// assert!(waited > Duration::ZERO);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deletion {
     at: SystemTime,

@@ -15,6 +15,25 @@ use serde::{Deserialize, Serialize};
 /// different objects can be compared. The informer relies on this to ignore
 /// stale changes: a change whose revision is not newer than the cached
 /// object's is never applied.
+///
+/// # Examples
+///
+/// ```
+/// use tend::Revision;
+/// use tend::memory::MemoryStore;
+///
+/// #[derive(Clone, Debug)]
+/// struct Light { room: String, on: bool, version: Revision }
+/// tend::impl_object!(Light, key: room: String, version: version);
+///
+/// let store = MemoryStore::new("lights");
+/// let hall = store.put(Light { room: "hall".into(), on: false, version: Revision::ZERO });
+/// assert_eq!(hall.version, Revision::new(1)); // the store's first write
+/// let attic = store.put(Light { room: "attic".into(), on: true, version: Revision::ZERO });
+/// assert!(attic.version > hall.version); // one global, growing counter
+/// assert_eq!(attic.version, hall.version.next());
+/// assert_eq!((store.revision().get(), store.revision().to_string()), (2, "2".to_owned()));
+/// ```
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

@@ -25,6 +25,32 @@ const RESIGN_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// Run it with [`run`](Self::run) (the [`Manager`](crate::manager::Manager)
 /// does, with [`ManagerBuilder::leader_election`](crate::manager::ManagerBuilder::leader_election)).
+///
+/// # Examples
+///
+/// ```
+/// use tend::CancellationToken;
+/// use tend::client::FencingToken;
+/// use tend::memory::MemoryElectionGroup;
+/// use tend::placement::Leadership;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let election = MemoryElectionGroup::new("operator");
+/// let leadership = Leadership::new(election.candidate());
+/// let stop = CancellationToken::new();
+/// let running = tokio::spawn(leadership.clone().run(stop.clone()));
+/// leadership.term().wait_for(Option::is_some).await?; // won the campaign
+/// assert!(leadership.is_leader());
+/// assert_eq!(*leadership.term().borrow(), Some(FencingToken::new(1)));
+/// // Leader-only controllers run with `leadership.ownership()` meanwhile.
+///
+/// stop.cancel(); // steps down and resigns
+/// running.await??;
+/// assert!(!leadership.is_leader());
+/// assert_eq!(election.leader_token(), None);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Leadership {
     inner: Arc<Inner>,

@@ -35,6 +35,37 @@ use crate::shard::MembershipError;
 
 /// Where a runnable (a controller or a task) registered with a
 /// [`Manager`](crate::manager::Manager) runs.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// # struct Noop;
+/// # impl Reconciler<Item> for Noop {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+/// # }
+/// use tend::manager::{Manager, ManagerError};
+/// use tend::memory::{MemoryElectionGroup, MemoryStore};
+/// use tend::placement::Placement;
+/// use tend::Informer;
+///
+/// let election = MemoryElectionGroup::new("items");
+/// let mut manager = Manager::builder().leader_election(election.candidate()).without_signals().build()?;
+/// let store = MemoryStore::<Item>::new("items");
+/// let items = manager.informer("items", || Informer::builder(store.clone()).build())?;
+/// let gc = manager.controller("items-gc", &items, Noop).build()?;
+/// manager.add_controller_on(gc, Placement::Leader)?; // a warm standby elsewhere
+///
+/// let main = manager.controller("items", &items, Noop).build()?;
+/// let refused = manager.add_controller_on(main, Placement::Sharded);
+/// assert!(matches!(refused, Err(ManagerError::NoMembership { .. }))); // no `sharding`
+/// assert_eq!(Placement::Leader.as_str(), "leader"); // as metrics show it
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Placement {
@@ -69,6 +100,27 @@ impl std::fmt::Display for Placement {
 }
 
 /// Why a [`Leadership`] or a [`Sharding`] stopped.
+///
+/// A [`Manager`](crate::manager::Manager) turns it into the matching
+/// [`ManagerError`](crate::manager::ManagerError) (`From`).
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryElectionGroup;
+/// use tend::placement::{Leadership, PlacementError};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let election = MemoryElectionGroup::new("operator");
+/// let leadership = Leadership::new(election.candidate());
+/// let running = tokio::spawn(leadership.clone().run(tend::CancellationToken::new()));
+/// leadership.term().wait_for(Option::is_some).await.unwrap();
+/// election.depose(); // as an expired lease
+/// let error = running.await.unwrap().unwrap_err();
+/// assert!(matches!(&error, PlacementError::LostLeadership { election } if election == "operator"));
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlacementError {

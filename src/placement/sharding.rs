@@ -65,6 +65,37 @@ impl ShardingObserver for NoObserver {}
 /// [`ManagerBuilder::sharding`](crate::manager::ManagerBuilder::sharding)).
 /// See [`Environment`](crate::controller::Environment) for an example
 /// without a manager.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::CancellationToken;
+/// use tend::memory::MemoryMembershipGroup;
+/// use tend::placement::Sharding;
+/// use tend::shard::ShardCount;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shards = ShardCount::new(4)?;
+/// let group = MemoryMembershipGroup::new("workers", shards);
+/// let sharding = Sharding::new(group.member("replica-0"), shards);
+/// let stop = CancellationToken::new();
+/// let running = tokio::spawn(sharding.clone().run(stop.clone()));
+/// let alone = async { // the only member: every shard is assigned here
+///     while sharding.report().owned.len() < 4 {
+///         tokio::task::yield_now().await;
+///     }
+/// };
+/// tokio::time::timeout(Duration::from_secs(10), alone).await?;
+/// assert_eq!(sharding.report().members, ["replica-0"]);
+/// // Sharded controllers run with `sharding.ownership()` meanwhile.
+///
+/// stop.cancel(); // hands every shard over, then leaves
+/// running.await??;
+/// assert!(!sharding.owns_any() && group.owner(shards.shard(0).unwrap()).is_none());
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Sharding {
     inner: Arc<Inner>,

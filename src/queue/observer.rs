@@ -8,6 +8,31 @@ use std::time::Duration;
 /// Every method has a no-op default. They are called on the task that
 /// caused them (`depth` under the queue's lock, the others after it), so
 /// they must be cheap and must not block.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tend::{QueueObserver, WorkQueue};
+///
+/// /// Counts the keys added: `workqueue_adds_total`.
+/// #[derive(Default)]
+/// struct Adds(AtomicU64);
+///
+/// impl QueueObserver for Adds {
+///     fn added(&self) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let adds = Arc::new(Adds::default());
+/// let queue: WorkQueue<&str> = WorkQueue::builder().observer(adds.clone()).build();
+/// queue.add("web");
+/// queue.add("web"); // deduplicated: not counted
+/// queue.add("db");
+/// assert_eq!(adds.0.load(Ordering::Relaxed), 2);
+/// ```
 pub trait QueueObserver: Send + Sync {
     /// A key was added and will be handed out (deduplicated adds are not
     /// counted): `workqueue_adds_total`.
@@ -51,6 +76,28 @@ impl QueueObserver for NoopObserver {}
 /// [`longest_running`](QueueStats::longest_running)
 /// (`workqueue_unfinished_work_seconds`,
 /// `workqueue_longest_running_processor_seconds`) without a timer task.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let queue = WorkQueue::new();
+/// queue.add("web");
+/// queue.add("db");
+/// queue.add_after("cache", Duration::from_secs(30));
+/// let _web = queue.get().await.unwrap(); // a worker takes it…
+/// tokio::time::advance(Duration::from_secs(2)).await; // …and works for 2 s
+///
+/// let stats = queue.stats();
+/// assert_eq!((stats.ready, stats.scheduled, stats.in_flight), (1, 1, 1));
+/// assert_eq!(stats.longest_running, Some(Duration::from_secs(2)));
+/// assert_eq!(stats.unfinished_work, Duration::from_secs(2));
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct QueueStats {
@@ -69,6 +116,26 @@ pub struct QueueStats {
 }
 
 /// A key held by a worker and for how long: the "which key is stuck" view.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), tend::DoneError> {
+/// let queue = WorkQueue::new();
+/// queue.add("web");
+/// let key = queue.get().await.unwrap();
+/// tokio::time::advance(Duration::from_secs(90)).await;
+///
+/// let held = queue.in_flight(); // oldest first
+/// assert_eq!((held[0].key, held[0].age), ("web", Duration::from_secs(90)));
+/// queue.done(&key)?;
+/// assert!(queue.in_flight().is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InFlightKey<K> {

@@ -6,6 +6,25 @@
 /// [`Priority::LOW`], so that fresh changes ([`Priority::NORMAL`]) are served
 /// first. Low priorities never starve: see
 /// [`WorkQueueBuilder::max_wait`](crate::WorkQueueBuilder::max_wait).
+///
+/// # Examples
+///
+/// ```
+/// use tend::{Priority, WorkQueue};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let queue = WorkQueue::new();
+/// queue.add_prioritized("resynced", Priority::LOW);
+/// queue.add("changed"); // Priority::NORMAL
+/// queue.add_prioritized("urgent", Priority::HIGH);
+/// assert_eq!(queue.get().await, Some("urgent"));
+/// assert_eq!(queue.get().await, Some("changed"));
+/// assert_eq!(queue.get().await, Some("resynced"));
+/// assert!(Priority::new(5) > Priority::HIGH);
+/// assert_eq!(Priority::default(), Priority::NORMAL);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Priority(i8);
 

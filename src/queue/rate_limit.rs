@@ -42,6 +42,35 @@ use super::QueueKey;
 /// Implementations keep their own synchronisation (`&self` methods): the
 /// queue calls them from many tasks at once, while holding its own lock, so
 /// they must be quick and must not call back into the queue.
+///
+/// # Examples
+///
+/// A limiter of your own, given to a queue (or to a controller, with
+/// [`ControllerBuilder::rate_limiter`](crate::controller::ControllerBuilder::rate_limiter)):
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::WorkQueue;
+/// use tend::rate_limit::RateLimiter;
+///
+/// /// Every retry waits the same: no per-key state to keep.
+/// struct Fixed(Duration);
+///
+/// impl<K> RateLimiter<K> for Fixed {
+///     fn when(&self, _key: &K) -> Duration { self.0 }
+///     fn forget(&self, _key: &K) {}
+///     fn retries(&self, _key: &K) -> u32 { 0 }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let queue = WorkQueue::builder().rate_limiter(Fixed(Duration::from_secs(1))).build();
+/// queue.add_rate_limited("web"); // failed: again in a second
+/// assert_eq!((queue.len(), queue.stats().scheduled), (0, 1));
+/// tokio::time::advance(Duration::from_secs(1)).await;
+/// assert_eq!(queue.get().await, Some("web"));
+/// # }
+/// ```
 pub trait RateLimiter<K>: Send + Sync {
     /// Records one more failure of `key` and returns how long it should wait
     /// before its next attempt.
@@ -60,6 +89,16 @@ pub trait RateLimiter<K>: Send + Sync {
 }
 
 /// A rate limiter's configuration was invalid.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::rate_limit::{ExponentialBackoff, RateLimitError};
+///
+/// let built = ExponentialBackoff::<String>::new(Duration::ZERO, Duration::from_secs(60));
+/// assert!(matches!(built, Err(RateLimitError::ZeroBase))); // retries would spin
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitError {
@@ -401,6 +440,26 @@ impl<K: QueueKey> RateLimiter<K> for FastSlow<K> {
 }
 
 /// The longest delay of several limiters; every limiter records each failure.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use tend::rate_limit::{ExponentialBackoff, MaxOf, RateLimiter, TokenBucket};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), tend::rate_limit::RateLimitError> {
+/// let one = NonZeroU32::new(1).unwrap();
+/// let limiter = MaxOf::new(vec![
+///     Box::new(ExponentialBackoff::new(Duration::from_millis(5), Duration::from_secs(60))?),
+///     Box::new(TokenBucket::new(one, one)), // one retry per second, overall
+/// ])?;
+/// assert_eq!(limiter.when(&"a"), Duration::from_millis(5)); // the bucket had a token
+/// assert_eq!(limiter.when(&"b"), Duration::from_secs(1)); // the bucket is empty
+/// assert_eq!(limiter.retries(&"a"), 1);
+/// # Ok(()) }
+/// ```
 pub struct MaxOf<K> {
     limiters: Vec<Box<dyn RateLimiter<K>>>,
 }

@@ -11,6 +11,19 @@ use super::hash::{ShardKey, mix};
 
 /// A member's identity: the same string on every replica (a membership
 /// record's name, say `replica-0`).
+///
+/// # Examples
+///
+/// ```
+/// use tend::shard::{Assignment, MemberId, ShardCount};
+///
+/// let id = MemberId::from("replica-0");
+/// assert_eq!((id.as_str(), id.to_string()), ("replica-0", "replica-0".to_owned()));
+/// let assignment = Assignment::compute(["replica-1", "replica-0"], ShardCount::new(4)?);
+/// assert_eq!(assignment.members()[0], id); // members are sorted
+/// assert_eq!(assignment.shards_of("replica-0").count(), 2); // half of the shards
+/// # Ok::<(), tend::shard::ShardCountError>(())
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MemberId(Arc<str>);
 

@@ -11,6 +11,22 @@ use super::hash::ShardKey;
 /// Every replica of a controller must use the same count: it is part of
 /// the mapping of keys to shards, like the hash. Changing it moves most
 /// keys.
+///
+/// # Examples
+///
+/// ```
+/// use tend::shard::ShardCount;
+///
+/// let shards = ShardCount::new(16)?;
+/// let shard = shards.shard_of("shop/web-1");
+/// assert!(shard.index() < shards.get());
+/// assert_eq!(shards.shard_of(&"shop/web-1".to_owned()), shard); // the same everywhere
+/// assert_eq!(shards.shards().len(), 16);
+/// assert_eq!(shards.shard(shard.index()), Some(shard));
+/// assert_eq!(ShardCount::default().get(), 256);
+/// assert!(ShardCount::new(0).is_err());
+/// # Ok::<(), tend::shard::ShardCountError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShardCount(NonZeroU32);
 
@@ -78,6 +94,16 @@ impl TryFrom<u32> for ShardCount {
 }
 
 /// A shard count of 0, or above [`ShardCount::MAX`].
+///
+/// # Examples
+///
+/// ```
+/// use tend::shard::ShardCount;
+///
+/// let error = ShardCount::new(100_000).unwrap_err();
+/// assert_eq!(error.count, 100_000);
+/// assert_eq!(error.to_string(), "a shard count must be between 1 and 65536, not 100000");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a shard count must be between 1 and 65536, not {count}")]
 #[non_exhaustive]
@@ -87,6 +113,18 @@ pub struct ShardCountError {
 }
 
 /// One shard: a number below its [`ShardCount`].
+///
+/// # Examples
+///
+/// ```
+/// use tend::shard::ShardCount;
+///
+/// let shards = ShardCount::new(4)?;
+/// let third = shards.shard(2).unwrap();
+/// assert_eq!((third.index(), third.to_string()), (2, "shard-2".to_owned()));
+/// assert_eq!(shards.shard(4), None); // not below the count
+/// # Ok::<(), tend::shard::ShardCountError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Shard(u32);
 

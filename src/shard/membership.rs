@@ -9,6 +9,23 @@ use crate::client::FencingToken;
 use crate::error::BoxError;
 
 /// Why a membership call failed.
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryMembershipGroup;
+/// use tend::shard::{Membership, MembershipError, ShardCount};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shards = ShardCount::new(4)?;
+/// let member = MemoryMembershipGroup::new("workers", shards).member("a");
+/// let shard = shards.shard(0).unwrap();
+/// let error = member.acquire(shard).await.unwrap_err(); // before `join`
+/// assert!(matches!(error, MembershipError::NotJoined { .. }));
+/// assert_eq!(error.to_string(), "`a` is not a member of group `workers`");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MembershipError {
@@ -65,6 +82,34 @@ pub enum MembershipError {
 /// [`MemoryMembershipGroup`](crate::memory::MemoryMembershipGroup); it implements
 /// [`Fencing`](crate::client::Fencing) over the shards' tokens. The etcd
 /// one is `tend::etcd::EtcdMembership` (feature `etcd`).
+///
+/// # Examples
+///
+/// Code written against the trait, run here on the in-process group:
+///
+/// ```
+/// use tend::memory::MemoryMembershipGroup;
+/// use tend::shard::{Membership, MembershipError, ShardCount};
+///
+/// /// Owns shard 0 for a while, then leaves the group.
+/// async fn serve_first(member: &impl Membership, shards: ShardCount) -> Result<(), MembershipError> {
+///     member.join().await?;
+///     let shard = shards.shard(0).expect("a count is at least 1");
+///     let token = member.acquire(shard).await?; // waits until no one owns it
+///     // … reconcile the shard's keys, fencing every write with `token` …
+///     member.release(shard, token).await?;
+///     member.leave().await
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shards = ShardCount::new(4)?;
+/// let group = MemoryMembershipGroup::new("workers", shards);
+/// let member = group.member("replica-0");
+/// serve_first(&member, shards).await?;
+/// assert!(member.members().borrow().is_empty()); // it left
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait Membership: Send + Sync + 'static {
     /// The group's name.
@@ -108,6 +153,14 @@ pub trait Membership: Send + Sync + 'static {
     ///
     /// [`MembershipError::Backend`]; the shard is then freed when this
     /// member's membership ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Should be cancel safe: a dropped call may or may not have released
+    /// the shard; one still owned is freed when the membership ends. (The
+    /// etcd membership first stops counting `token` as current, then
+    /// deletes the shard's record; the memory one releases in its first
+    /// poll.)
     async fn release(&self, shard: Shard, token: FencingToken) -> Result<(), MembershipError>;
 
     /// Resolves once this member's membership has ended (at once when not
@@ -124,5 +177,13 @@ pub trait Membership: Send + Sync + 'static {
     ///
     /// [`MembershipError::Backend`]; the membership then ends when the
     /// backend's lease expires.
+    ///
+    /// # Cancel safety
+    ///
+    /// Should be cancel safe: a dropped call may or may not have left; a
+    /// membership left in place ends when the backend's lease expires.
+    /// (The etcd membership first ends its session and stops renewing, so
+    /// [`lost`](Membership::lost) resolves, then revokes its lease; the
+    /// memory one leaves in its first poll.)
     async fn leave(&self) -> Result<(), MembershipError>;
 }

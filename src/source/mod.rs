@@ -15,6 +15,29 @@ use crate::error::BoxError;
 use crate::object::{Object, Revision};
 
 /// A consistent view of every object in a source at one revision.
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryStore;
+/// use tend::{Revision, Snapshot, Source};
+///
+/// #[derive(Clone, Debug)]
+/// struct Light { room: String, on: bool, version: Revision }
+/// tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::SourceError> {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), on: false, version: Revision::ZERO });
+/// store.put(Light { room: "attic".into(), on: true, version: Revision::ZERO });
+///
+/// let Snapshot { objects, revision } = store.list().await?;
+/// assert_eq!(objects.len(), 2);
+/// assert_eq!(revision, Revision::new(2)); // a watch from here misses nothing
+/// assert!(objects.iter().all(|light| light.version <= revision));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Snapshot<O> {
     /// Every object, in no particular order, each with its version set.
@@ -25,6 +48,34 @@ pub struct Snapshot<O> {
 }
 
 /// One entry of a watch stream.
+///
+/// # Examples
+///
+/// A watch from [`Revision::ZERO`] replays a memory store's history:
+///
+/// ```
+/// use futures::StreamExt;
+/// use tend::memory::MemoryStore;
+/// use tend::{Change, Revision, Source};
+///
+/// #[derive(Clone, Debug)]
+/// struct Light { room: String, on: bool, version: Revision }
+/// tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), on: false, version: Revision::ZERO });
+/// store.client().delete(&"hall".to_owned()).await?;
+///
+/// let mut changes = store.watch(Revision::ZERO).await?; // every change after 0
+/// let created = changes.next().await.unwrap()?;
+/// assert!(matches!(&created, Change::Applied(light) if light.room == "hall"));
+/// let deleted = changes.next().await.unwrap()?;
+/// assert!(matches!(&deleted, Change::Deleted { key, .. } if key == "hall"));
+/// assert_eq!((created.revision(), deleted.revision()), (Revision::new(1), Revision::new(2)));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub enum Change<O: Object> {
     /// The object was created or updated; its version is the revision of the
@@ -57,6 +108,31 @@ impl<O: Object> Change<O> {
 pub type WatchStream<O> = BoxStream<'static, Result<Change<O>, SourceError>>;
 
 /// Why a [`Source`] call failed.
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryStore;
+/// use tend::{Revision, Source, SourceError};
+///
+/// #[derive(Clone, Debug)]
+/// struct Light { room: String, version: Revision }
+/// tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// store.compact(); // the history up to revision 1 is gone
+/// let Err(error) = store.watch(Revision::ZERO).await else { unreachable!() };
+/// assert!(error.is_expired()); // list again, then watch from the list's revision
+///
+/// // A source's own system failing: the informer backs off and retries.
+/// let error = SourceError::unavailable(std::io::Error::other("connection reset"));
+/// assert!(!error.is_expired());
+/// assert_eq!(error.to_string(), "source unavailable");
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {

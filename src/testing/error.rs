@@ -12,6 +12,45 @@ use std::time::Duration;
 /// and [`TaskFailed`](Self::TaskFailed); the server harnesses return the
 /// others (those of a feature that is off do not exist), each naming the
 /// binary or process it is about.
+///
+/// # Examples
+///
+/// A reconcile that never ends keeps its key in flight, so the harness
+/// does not settle:
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// # struct Stuck;
+/// # impl Reconciler<Light> for Stuck {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, _: Context<Light>) -> Result<Action, Infallible> {
+/// #         std::future::pending().await
+/// #     }
+/// # }
+/// use std::time::Duration;
+/// use tend::controller::Controller;
+/// use tend::memory::MemoryStore;
+/// use tend::testing::{Harness, HarnessError};
+/// use tend::{Informer, Revision};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let lights = MemoryStore::new("lights");
+/// lights.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// let informer = Informer::builder(lights).build()?;
+/// let mut harness = Harness::new();
+/// harness.informer(&informer);
+/// harness.controller(Controller::builder("stuck", &informer, Stuck).build()?);
+/// let Err(HarnessError::NotSettled { busy, .. }) = harness.settle(Duration::from_secs(1)).await else {
+///     unreachable!()
+/// };
+/// assert_eq!(busy, "controller `stuck` has 0 ready and 1 in-flight keys");
+/// harness.shutdown().await?; // cancels the reconcile after its shutdown grace
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HarnessError {

@@ -98,6 +98,48 @@ pub use self::error::HarnessError;
 pub use self::proxy::Proxy;
 
 /// Runs informers and controllers for a test, and waits until they are idle.
+///
+/// See the [module docs](self) for a whole test.
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use tend::client::Client;
+/// # use tend::controller::{Action, Context, Reconciler};
+/// # #[derive(Clone, Debug)] struct Light { room: String, on: bool, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// # struct On(Client<Light>);
+/// # impl Reconciler<Light> for On {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
+/// #         if let Some(light) = ctx.object().filter(|l| !l.on) {
+/// #             let _ = self.0.update(Light { on: true, ..(**light).clone() }).await;
+/// #         }
+/// #         Ok(Action::Done)
+/// #     }
+/// # }
+/// use std::time::Duration;
+/// use tend::controller::Controller;
+/// use tend::memory::MemoryStore;
+/// use tend::testing::Harness;
+/// use tend::{Informer, Revision};
+///
+/// // In a test: #[tokio::test(start_paused = true)]
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let lights = MemoryStore::new("lights");
+/// let informer = Informer::builder(lights.clone()).build()?;
+/// let mut harness = Harness::new();
+/// harness.informer(&informer);
+/// harness.controller(Controller::builder("on", &informer, On(lights.client())).build()?);
+///
+/// lights.put(Light { room: "hall".into(), on: false, version: Revision::ZERO });
+/// harness.settle(Duration::from_secs(60)).await?; // until nothing is left to do
+/// assert!(lights.get(&"hall".to_owned()).unwrap().on);
+/// harness.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub struct Harness {
     stop: CancellationToken,
     tasks: JoinSet<Result<(), HarnessError>>,

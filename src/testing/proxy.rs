@@ -19,6 +19,36 @@ use tokio_util::task::AbortOnDropHandle;
 /// heal they pass in order, as after a real partition (unless a side gave
 /// up on the connection meanwhile, e.g. its keep-alive timed out).
 /// Dropping the proxy closes every connection.
+///
+/// # Examples
+///
+/// In front of a one-line echo server (in a test, in front of etcd:
+/// give a replica [`endpoint`](Proxy::endpoint) instead of the server's):
+///
+/// ```
+/// use tend::testing::Proxy;
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// use tokio::net::{TcpListener, TcpStream};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let server = TcpListener::bind("127.0.0.1:0").await?;
+/// let proxy = Proxy::start(server.local_addr()?).await?;
+/// tokio::spawn(async move {
+///     let (mut socket, _) = server.accept().await?;
+///     let (mut read, mut write) = socket.split();
+///     tokio::io::copy(&mut read, &mut write).await // echoes every byte
+/// });
+///
+/// let mut client = TcpStream::connect(proxy.address()).await?;
+/// proxy.blackhole(true); // a partition: the bytes wait…
+/// client.write_all(b"ping").await?;
+/// proxy.blackhole(false); // …and pass, in order, once it heals
+/// let mut echoed = [0; 4];
+/// client.read_exact(&mut echoed).await?;
+/// assert_eq!(&echoed, b"ping");
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Proxy {
     address: SocketAddr,

@@ -10,6 +10,29 @@ use crate::error::BoxError;
 /// ([`DirStats::decode_errors`](super::DirStats::decode_errors)), listed by
 /// [`DirSource::malformed`](super::DirSource::malformed), and the file is read
 /// again on its next change. Paths are relative to the directory.
+///
+/// # Examples
+///
+/// ```
+/// use std::path::Path;
+/// use tend::dir::{DirSource, FileError};
+/// use tend::Source;
+/// # #[derive(Clone, Debug, serde::Deserialize)]
+/// # struct App { name: String, #[serde(skip)] version: tend::Revision }
+/// # tend::impl_object!(App, key: name: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("a.json"), r#"{"name": "web"}"#)?;
+/// std::fs::write(dir.path().join("b.json"), r#"{"name": "web"}"#)?; // the same key
+/// let source = DirSource::<App>::json("apps", dir.path());
+/// assert_eq!(source.list().await?.objects.len(), 1);
+/// let rejected = source.malformed();
+/// assert!(matches!(&*rejected[0], FileError::DuplicateKey { .. }));
+/// assert_eq!(rejected[0].path(), Path::new("b.json"));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FileError {

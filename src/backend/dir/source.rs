@@ -102,6 +102,31 @@ impl<O: Object> Engine<O> {
 
 /// A [`Source`] over a directory, one object per file; see the
 /// [module docs](super).
+///
+/// # Examples
+///
+/// ```
+/// use serde::Deserialize;
+/// use tend::dir::DirSource;
+/// use tend::{Revision, Source};
+///
+/// #[derive(Clone, Debug, Deserialize)]
+/// struct App { name: String, replicas: u32, #[serde(skip)] version: Revision }
+/// tend::impl_object!(App, key: name: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("web.json"), r#"{"name": "web", "replicas": 3}"#)?;
+/// std::fs::write(dir.path().join("README.md"), "no decoder for .md: ignored")?;
+///
+/// let source = DirSource::<App>::json("apps", dir.path());
+/// let listed = source.list().await?; // what an informer's first list reads
+/// assert_eq!(listed.objects.len(), 1);
+/// assert_eq!((listed.objects[0].name.as_str(), listed.objects[0].replicas), ("web", 3));
+/// assert_eq!(listed.revision, Revision::new(1)); // the source numbers the changes it finds
+/// # Ok(()) }
+/// ```
 pub struct DirSource<O: Object> {
     engine: Arc<Engine<O>>,
     decoders: Arc<Decoders<O>>,
@@ -249,6 +274,28 @@ impl<O: Object> DirSource<O> {
 }
 
 /// A [`DirSource`]'s counters at one moment.
+///
+/// # Examples
+///
+/// ```
+/// use tend::dir::DirSource;
+/// use tend::Source;
+/// # #[derive(Clone, Debug, serde::Deserialize)]
+/// # struct App { name: String, #[serde(skip)] version: tend::Revision }
+/// # tend::impl_object!(App, key: name: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("web.json"), r#"{"name": "web"}"#)?;
+/// std::fs::write(dir.path().join("broken.json"), "{ not json")?;
+/// let source = DirSource::<App>::json("apps", dir.path());
+/// source.list().await?;
+/// let stats = source.stats();
+/// assert_eq!((stats.files, stats.objects, stats.malformed), (2, 1, 1));
+/// assert_eq!((stats.decode_errors, stats.full_scans), (1, 1));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DirStats {
@@ -272,6 +319,25 @@ pub struct DirStats {
 
 /// Reads a [`DirSource`]'s counters and rejected files from anywhere (see
 /// [`DirSource::stats_handle`]).
+///
+/// # Examples
+///
+/// ```
+/// use tend::dir::DirSource;
+/// use tend::Informer;
+/// # #[derive(Clone, Debug, serde::Deserialize)]
+/// # struct App { name: String, #[serde(skip)] version: tend::Revision }
+/// # tend::impl_object!(App, key: name: String, version: version);
+///
+/// let dir = tempfile::tempdir()?;
+/// let source = DirSource::<App>::json("apps", dir.path());
+/// let stats = source.stats_handle(); // taken before the source moves
+/// let informer = Informer::builder(source).build()?;
+/// assert_eq!(stats.stats().full_scans, 0); // nothing read until the informer runs
+/// assert!(stats.malformed().is_empty());
+/// # drop(informer);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct DirStatsHandle {
     engine: Arc<dyn ReadStats>,

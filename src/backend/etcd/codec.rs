@@ -18,6 +18,32 @@ use crate::object::{Object, ObjectKey, Revision};
 /// an [`ObjectKey`] with an empty name or a `/` in its namespace or name
 /// (`ObjectKey::cluster("x/y")` would read back as namespace `x`, name
 /// `y`) is refused with [`EncodeError::InvalidKey`].
+///
+/// # Examples
+///
+/// ```
+/// use tend::etcd::EtcdKey;
+///
+/// /// A tenant's key, stored as `{region}.{id}`.
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Tenant { region: String, id: u32 }
+///
+/// impl EtcdKey for Tenant {
+///     fn to_etcd_key(&self) -> String {
+///         format!("{}.{}", self.region, self.id)
+///     }
+///
+///     fn from_etcd_key(text: &str) -> Option<Self> {
+///         let (region, id) = text.split_once('.')?;
+///         Some(Self { region: region.to_owned(), id: id.parse().ok()? })
+///     }
+/// }
+///
+/// let tenant = Tenant { region: "eu".into(), id: 7 };
+/// assert_eq!(tenant.to_etcd_key(), "eu.7");
+/// assert_eq!(Tenant::from_etcd_key("eu.7"), Some(tenant));
+/// assert_eq!(Tenant::from_etcd_key("eu"), None); // skipped by a source
+/// ```
 pub trait EtcdKey: Sized {
     /// The text form of this key.
     fn to_etcd_key(&self) -> String;
@@ -58,6 +84,36 @@ impl EtcdKey for ObjectKey {
 ///
 /// The default, [`TextKeys`], uses [`EtcdKey`]. Implement this trait when
 /// the stored layout is not yours to choose (binary keys, a legacy scheme).
+///
+/// # Examples
+///
+/// Numeric ids stored as 8 big-endian bytes, so that etcd's key order is
+/// the ids' order:
+///
+/// ```
+/// use tend::etcd::{DecodeError, EncodeError, KeyCodec};
+///
+/// #[derive(Debug)]
+/// struct BigEndian;
+///
+/// impl KeyCodec<u64> for BigEndian {
+///     fn encode(&self, id: &u64) -> Result<Vec<u8>, EncodeError> {
+///         Ok(id.to_be_bytes().to_vec())
+///     }
+///
+///     fn decode(&self, suffix: &[u8]) -> Result<u64, DecodeError> {
+///         let bytes = <[u8; 8]>::try_from(suffix)
+///             .map_err(|_| DecodeError::InvalidKey { key: format!("{suffix:?}") })?;
+///         Ok(u64::from_be_bytes(bytes))
+///     }
+/// }
+///
+/// assert_eq!(BigEndian.encode(&258)?, [0, 0, 0, 0, 0, 0, 1, 2]);
+/// assert_eq!(BigEndian.decode(&[0, 0, 0, 0, 0, 0, 1, 2])?, 258);
+/// assert!(BigEndian.decode(b"short").is_err());
+/// // EtcdSource::builder_with_codec(name, client, prefix, BigEndian)
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait KeyCodec<K>: Debug + Send + Sync + 'static {
     /// The bytes that follow the prefix for `key`.
     ///
@@ -78,6 +134,21 @@ pub trait KeyCodec<K>: Debug + Send + Sync + 'static {
 }
 
 /// The default [`KeyCodec`]: the key's [`EtcdKey`] text, as UTF-8.
+///
+/// # Examples
+///
+/// ```
+/// use tend::ObjectKey;
+/// use tend::etcd::{EncodeError, KeyCodec, TextKeys};
+///
+/// assert_eq!(TextKeys.encode(&ObjectKey::new("shop", "web-1"))?, b"shop/web-1");
+/// let decoded: ObjectKey = TextKeys.decode(b"node-0")?;
+/// assert_eq!(decoded, ObjectKey::cluster("node-0"));
+/// // A key whose text would read back as another key is refused:
+/// let refused = TextKeys.encode(&ObjectKey::cluster("a/b"));
+/// assert!(matches!(refused, Err(EncodeError::InvalidKey { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextKeys;
 
@@ -100,6 +171,16 @@ impl<K: EtcdKey + PartialEq + 'static> KeyCodec<K> for TextKeys {
 }
 
 /// Why a key could not be turned into an etcd key; nothing was written.
+///
+/// # Examples
+///
+/// ```
+/// use tend::ObjectKey;
+/// use tend::etcd::{EncodeError, KeyCodec, TextKeys};
+///
+/// let nameless = TextKeys.encode(&ObjectKey::new("shop", "")); // would read back as no key
+/// assert_eq!(nameless, Err(EncodeError::InvalidKey { key: "shop/".into() }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodeError {
@@ -183,6 +264,21 @@ pub(super) fn revision(raw: i64) -> Revision {
 /// What an object needs to be stored in etcd: an [`Object`](crate::Object)
 /// that serde can encode and decode (as JSON). Implemented for every such
 /// type.
+///
+/// # Examples
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use tend::Revision;
+/// use tend::etcd::EtcdObject;
+///
+/// #[derive(Clone, Debug, Serialize, Deserialize)]
+/// struct Pod { name: String, #[serde(skip)] version: Revision } // the version is etcd's
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// fn storable<O: EtcdObject>() {}
+/// storable::<Pod>(); // implemented already: nothing to write
+/// ```
 pub trait EtcdObject: crate::Object + serde::Serialize + serde::de::DeserializeOwned {}
 
 impl<O> EtcdObject for O where O: crate::Object + serde::Serialize + serde::de::DeserializeOwned {}

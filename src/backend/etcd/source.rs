@@ -37,6 +37,46 @@ const LIST_ATTEMPTS: u32 = 3;
 /// a cheap cloneable handle.
 ///
 /// See the [module docs](super).
+///
+/// # Examples
+///
+/// Run here against a real etcd started by
+/// [`EtcdServer`](crate::testing::etcd::EtcdServer):
+///
+/// ```
+/// use std::time::Duration;
+/// use serde::{Deserialize, Serialize};
+/// use tend::etcd::EtcdSource;
+/// use tend::{CancellationToken, Informer, Revision};
+///
+/// #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// struct Pod { name: String, node: String, #[serde(skip)] version: Revision }
+/// tend::impl_object!(Pod, key: name: String, version: version);
+///
+/// # async fn run(etcd: etcd_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// // `etcd`: an `etcd_client::Client::connect(["http://127.0.0.1:2379"], None).await?`
+/// let pods = EtcdSource::<Pod>::builder("pods", etcd, "/demo/pods/").build();
+/// assert_eq!(pods.etcd_key(&"web-1".to_owned())?, b"/demo/pods/web-1");
+/// let web = Pod { name: "web-1".into(), node: "n1".into(), version: Revision::ZERO };
+/// let web = pods.client().create(web).await?;
+/// assert!(web.version > Revision::ZERO); // the key's etcd `mod_revision`
+///
+/// let informer = Informer::builder(pods.clone()).build()?; // lists and watches the prefix
+/// let stop = CancellationToken::new();
+/// let watching = tokio::spawn({
+///     let (informer, stop) = (informer.clone(), stop.clone());
+///     async move { informer.run(stop).await }
+/// });
+/// informer.wait_synced(Duration::from_secs(10)).await?;
+/// assert_eq!(informer.cache().get(&"web-1".to_owned()).as_deref(), Some(&web));
+/// stop.cancel();
+/// watching.await??;
+/// # Ok(()) }
+/// # #[tokio::main] async fn main() {
+/// #     let server = tend::testing::etcd::EtcdServer::start().await.unwrap();
+/// #     run(server.client().await.unwrap()).await.unwrap();
+/// # }
+/// ```
 pub struct EtcdSource<O: Object> {
     pub(super) shared: Arc<Shared<O>>,
 }
@@ -66,6 +106,36 @@ pub struct SkippedEntry {
 }
 
 /// Configures an [`EtcdSource`]; from [`EtcdSource::builder`].
+///
+/// # Examples
+///
+/// Run here against a real etcd started by
+/// [`EtcdServer`](crate::testing::etcd::EtcdServer):
+///
+/// ```
+/// use std::num::{NonZeroU32, NonZeroUsize};
+/// use std::time::Duration;
+/// use tend::etcd::EtcdSource;
+/// use tend::ObjectKey;
+/// # #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// # struct Pod { key: ObjectKey, #[serde(skip)] version: tend::Revision }
+/// # tend::impl_object!(Pod, key: key: ObjectKey, version: version);
+///
+/// # async fn run(etcd: etcd_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let pods = EtcdSource::<Pod>::builder("pods", etcd, "/registry/pods/")
+///     .page_size(NonZeroU32::new(500).unwrap()) // keys per list request
+///     .max_value_bytes(NonZeroUsize::new(512 * 1024).unwrap()) // larger ones are skipped
+///     .request_timeout(Duration::from_secs(5))
+///     .build();
+/// // `ObjectKey`s are stored as `{prefix}{namespace}/{name}`:
+/// assert_eq!(pods.etcd_key(&ObjectKey::new("shop", "web-1"))?, b"/registry/pods/shop/web-1");
+/// assert!(pods.client().get(&ObjectKey::new("shop", "web-1")).await?.is_none()); // a live read
+/// # Ok(()) }
+/// # #[tokio::main] async fn main() {
+/// #     let server = tend::testing::etcd::EtcdServer::start().await.unwrap();
+/// #     run(server.client().await.unwrap()).await.unwrap();
+/// # }
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct EtcdSourceBuilder<O: Object> {
     name: Arc<str>,

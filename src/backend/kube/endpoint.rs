@@ -16,6 +16,18 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// What tend needs of a kube-rs resource type to list, watch and write it.
+///
+/// # Examples
+///
+/// ```
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use tend::kube::KubeResource;
+///
+/// fn sourceable<K: KubeResource>() {}
+/// sourceable::<ConfigMap>(); // every k8s-openapi type, and every `CustomResource`
+/// sourceable::<Deployment>();
+/// ```
 pub trait KubeResource:
     Resource + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {

@@ -12,6 +12,17 @@ use crate::object::{Deletion, Object, ObjectKey, Revision};
 /// A `resourceVersion` that is not a number: tend needs growing revisions,
 /// which an etcd-backed API server gives (as decimal etcd revisions), but
 /// Kubernetes calls them opaque, so another server may not.
+///
+/// # Examples
+///
+/// ```
+/// use tend::Revision;
+/// use tend::kube::{RevisionError, parse_revision};
+///
+/// assert_eq!(parse_revision("4711"), Ok(Revision::new(4711)));
+/// let opaque = parse_revision("a1b2");
+/// assert_eq!(opaque, Err(RevisionError { version: "a1b2".into() }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "resourceVersion {version:?} is not a number: tend needs the decimal revisions an etcd-backed API server gives"

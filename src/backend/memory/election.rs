@@ -113,6 +113,28 @@ impl fmt::Debug for MemoryElectionGroup {
 }
 
 /// One candidate of an [`MemoryElectionGroup`]; dropping it resigns.
+///
+/// # Examples
+///
+/// ```
+/// use tend::election::LeaderElector;
+/// use tend::memory::MemoryElectionGroup;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::election::ElectionError> {
+/// let election = MemoryElectionGroup::new("operator");
+/// let (a, b) = (election.candidate(), election.candidate());
+/// let token = a.campaign().await?;
+/// assert!(a.is_leader() && !b.is_leader());
+/// assert_eq!(election.leader_token(), Some(token));
+///
+/// election.depose(); // as an expired lease
+/// a.lost().await; // resolves: `a` no longer leads
+/// assert!(b.campaign().await? > token);
+/// drop(b); // dropping a candidate resigns
+/// assert_eq!(election.leader_token(), None);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct MemoryElection {
     election: MemoryElectionGroup,

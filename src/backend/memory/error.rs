@@ -2,6 +2,18 @@
 
 /// Why [`MemoryStore::set_faults`](super::MemoryStore::set_faults) refused a
 /// configuration.
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::{FaultError, Faults, MemoryStore};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: tend::Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// let store = MemoryStore::<Light>::new("lights");
+/// let refused = store.set_faults(Faults { drop: 1.5, ..Faults::default() });
+/// assert!(matches!(refused, Err(FaultError::InvalidProbability { name: "drop", .. })));
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FaultError {
@@ -18,6 +30,24 @@ pub enum FaultError {
 /// A failure the memory backend produced on purpose (see
 /// [`Faults`](super::Faults)); it is the source of a
 /// [`SourceError::Unavailable`](crate::source::SourceError::Unavailable).
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::{InjectedFault, MemoryStore};
+/// use tend::{Source, SourceError};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: tend::Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let store = MemoryStore::<Light>::new("lights");
+/// store.fail_next_lists(1);
+/// let Err(SourceError::Unavailable(cause)) = store.list().await else { unreachable!() };
+/// assert_eq!(cause.downcast_ref::<InjectedFault>(), Some(&InjectedFault::List));
+/// assert!(store.list().await.is_ok()); // only the next one failed
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InjectedFault {

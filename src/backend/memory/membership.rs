@@ -217,6 +217,30 @@ impl Fencing for ShardTokens {
 }
 
 /// One member of an [`MemoryMembershipGroup`]; dropping it leaves.
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryMembershipGroup;
+/// use tend::shard::{Membership, ShardCount};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shards = ShardCount::new(2)?;
+/// let group = MemoryMembershipGroup::new("workers", shards);
+/// let (a, b) = (group.member("a"), group.member("b"));
+/// a.join().await?;
+/// b.join().await?;
+/// let shard = shards.shard(0).unwrap();
+/// let token = a.acquire(shard).await?;
+/// assert_eq!(b.try_acquire(shard)?, None); // `a` owns it
+/// assert_eq!(a.owned(), [(shard, token)]);
+///
+/// group.expire("a"); // as an expired lease: its shards are free
+/// a.lost().await;
+/// assert!(b.try_acquire(shard)?.is_some_and(|newer| newer > token));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct MemoryMembership {
     group: MemoryMembershipGroup,

@@ -135,6 +135,24 @@ struct Shared<O: Object> {
 
 /// Calls served by a [`MemoryStore`], as counted by
 /// [`MemoryStore::stats`].
+///
+/// # Examples
+///
+/// ```
+/// use tend::memory::MemoryStore;
+/// use tend::{Revision, Source};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tend::SourceError> {
+/// let store = MemoryStore::<Light>::new("lights");
+/// store.list().await?;
+/// let _changes = store.watch(Revision::ZERO).await?;
+/// let stats = store.stats();
+/// assert_eq!((stats.lists, stats.watches), (1, 1)); // e.g. no relist happened
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemoryStats {

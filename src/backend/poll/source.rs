@@ -18,6 +18,20 @@ use crate::source::{Change, Snapshot, Source, SourceError, WatchStream};
 type ListFn<O> = Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<O>, BoxError>> + Send + Sync>;
 
 /// Why a [`PollSource`] could not be built.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::poll::{PollConfigError, PollSource};
+/// # #[derive(Clone, Debug, PartialEq)] struct Reading { room: String, version: tend::Revision }
+/// # tend::impl_object!(Reading, key: room: String, version: version);
+///
+/// let built = PollSource::new("thermometer", Duration::ZERO, || async {
+///     Ok::<Vec<Reading>, std::io::Error>(Vec::new())
+/// });
+/// assert!(matches!(built, Err(PollConfigError::ZeroInterval)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PollConfigError {

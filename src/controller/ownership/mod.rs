@@ -62,6 +62,53 @@ pub(crate) enum Claimed {
 /// of the shards this replica owns) or
 /// [`Leadership::ownership`](crate::placement::Leadership::ownership)
 /// (every key, while this replica leads).
+///
+/// # Examples
+///
+/// A leader-only controller: its reconciles run while its replica leads,
+/// each under the leader's fencing token.
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use std::sync::{Arc, Mutex};
+/// # use std::time::Duration;
+/// # use tend::controller::{Action, Context, Controller, Reconciler};
+/// # use tend::{Informer, Revision};
+/// # #[derive(Clone, Debug)] struct Light { room: String, version: Revision }
+/// # tend::impl_object!(Light, key: room: String, version: version);
+/// use tend::client::FencingToken;
+/// use tend::memory::{MemoryElectionGroup, MemoryStore};
+/// use tend::placement::Leadership;
+/// use tend::testing::Harness;
+///
+/// /// Writes down each reconcile's fencing token.
+/// #[derive(Clone, Default)]
+/// struct Tokens(Arc<Mutex<Vec<Option<FencingToken>>>>);
+/// # impl Reconciler<Light> for Tokens {
+/// #     type Error = Infallible;
+/// #     async fn reconcile(&self, ctx: Context<Light>) -> Result<Action, Infallible> {
+/// #         self.0.lock().unwrap().push(ctx.fencing_token());
+/// #         Ok(Action::Done)
+/// #     }
+/// # }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new("lights");
+/// store.put(Light { room: "hall".into(), version: Revision::ZERO });
+/// let informer = Informer::builder(store).build()?;
+/// let (tokens, election) = (Tokens::default(), MemoryElectionGroup::new("lights"));
+/// let leadership = Leadership::new(election.candidate());
+/// let mut harness = Harness::new();
+/// harness.informer(&informer);
+/// harness.leadership(&leadership); // campaigns
+/// let controller = Controller::builder("lights", &informer, tokens.clone()).build()?;
+/// harness.controller_with(controller, leadership.ownership());
+/// harness.settle(Duration::from_secs(60)).await?; // won, and reconciled
+/// assert_eq!(*tokens.0.lock().unwrap(), [Some(FencingToken::new(1))]);
+/// # harness.shutdown().await?;
+/// # Ok(()) }
+/// ```
 pub struct Ownership<K> {
     owned: Arc<Slots>,
     slot_of: fn(ShardCount, &K) -> Shard,

@@ -42,6 +42,26 @@ static SERVERS: AtomicU64 = AtomicU64::new(0);
 /// that is itself killed with SIGKILL (or aborts) runs no drop: its etcd
 /// keeps running, and its temporary directory stays. Find it by its member
 /// name, which carries the test process's id (`--name=tend-{pid}-{n}`).
+///
+/// # Examples
+///
+/// ```
+/// use tend::testing::etcd::EtcdServer;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = EtcdServer::start().await?;
+/// let mut client = server.client().await?;
+/// client.put("greeting", "hello", None).await?;
+///
+/// server.kill(); // as a crash
+/// assert!(!server.is_running());
+/// server.restart().await?; // same data directory, same address
+/// let mut client = server.client().await?;
+/// let stored = client.get("greeting", None).await?;
+/// assert_eq!(stored.kvs()[0].value(), b"hello");
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct EtcdServer {
     /// Dropped (killed) before its directory is removed.
@@ -52,6 +72,24 @@ pub struct EtcdServer {
 }
 
 /// Configures an [`EtcdServer`]; from [`EtcdServer::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::testing::etcd::EtcdServer;
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = EtcdServer::builder()
+///     .arg("--quota-backend-bytes=4294967296") // room for a large test
+///     .startup_timeout(Duration::from_secs(30))
+///     .start()
+///     .await?;
+/// assert!(server.is_running());
+/// assert_eq!(server.endpoint(), format!("http://{}", server.address()));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct EtcdServerBuilder {

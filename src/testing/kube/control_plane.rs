@@ -80,6 +80,22 @@ pub(super) struct Inner {
 }
 
 /// Configures a [`ControlPlane`]; from [`ControlPlane::builder`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tend::testing::kube::ControlPlane;
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let plane = ControlPlane::builder()
+///     .apiserver_arg("--watch-cache=false") // every list and watch served from etcd
+///     .startup_timeout(Duration::from_secs(120)) // a slow machine
+///     .start()
+///     .await?;
+/// let client = plane.client().await?;
+/// # drop(client); Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct ControlPlaneBuilder {

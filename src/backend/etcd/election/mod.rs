@@ -117,6 +117,38 @@ struct Inner {
 }
 
 /// Configures an [`EtcdElection`]; from [`EtcdElection::builder`].
+///
+/// # Examples
+///
+/// Run here against a real etcd started by
+/// [`EtcdServer`](crate::testing::etcd::EtcdServer):
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::election::{ElectionConfig, LeaderElector};
+/// use tend::etcd::{ElectionBuildError, EtcdElection};
+///
+/// # async fn run(etcd: etcd_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let secs = Duration::from_secs;
+/// let config = ElectionConfig::new(secs(6), secs(4), secs(1))?;
+/// let election = EtcdElection::builder(etcd.clone(), "shop-operator")
+///     .identity("replica-1") // unique per candidate (a pod's name); see `EtcdElection::leader`
+///     .prefix("/shop/leader/")
+///     .config(config)
+///     .build()?;
+/// assert_eq!(election.config(), config);
+/// election.campaign().await?; // the only candidate: it leads at once
+/// assert_eq!(election.leader().await?.as_deref(), Some("replica-1"));
+/// election.resign().await?;
+///
+/// let refused = EtcdElection::builder(etcd, "shop/operator").build();
+/// assert!(matches!(refused, Err(ElectionBuildError::InvalidName { .. })));
+/// # Ok(()) }
+/// # #[tokio::main] async fn main() {
+/// #     let server = tend::testing::etcd::EtcdServer::start().await.unwrap();
+/// #     run(server.client().await.unwrap()).await.unwrap();
+/// # }
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct EtcdElectionBuilder {
     client: Client,

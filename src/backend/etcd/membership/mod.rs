@@ -167,6 +167,36 @@ pub enum MembershipBuildError {
 }
 
 /// Configures an [`EtcdMembership`]; from [`EtcdMembership::builder`].
+///
+/// # Examples
+///
+/// Run here against a real etcd started by
+/// [`EtcdServer`](crate::testing::etcd::EtcdServer):
+///
+/// ```
+/// use tend::election::ElectionConfig;
+/// use tend::etcd::{EtcdMembership, MembershipBuildError};
+/// use tend::shard::{Membership, ShardCount};
+///
+/// # async fn run(etcd: etcd_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let shards = ShardCount::new(64)?; // the same on every member
+/// let member = EtcdMembership::builder(etcd.clone(), "workers", "replica-1", shards)
+///     .prefix("/shop/workers") // records under `/shop/workers/members/` and `/shop/workers/shards/`
+///     .config(ElectionConfig::default())
+///     .build()?;
+/// assert_eq!(member.shard_count(), shards);
+/// member.join().await?; // a record under the member's lease
+/// assert!(member.is_member());
+/// member.leave().await?;
+///
+/// let refused = EtcdMembership::builder(etcd, "workers", "a/b", shards).build();
+/// assert!(matches!(refused, Err(MembershipBuildError::InvalidMember { .. })));
+/// # Ok(()) }
+/// # #[tokio::main] async fn main() {
+/// #     let server = tend::testing::etcd::EtcdServer::start().await.unwrap();
+/// #     run(server.client().await.unwrap()).await.unwrap();
+/// # }
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct EtcdMembershipBuilder {
     client: Client,

@@ -168,6 +168,26 @@ struct Inner {
 }
 
 /// Configures a [`KubeElection`]; from [`KubeElection::builder`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tend::election::ElectionConfig;
+/// use tend::kube::{ElectionBuildError, KubeElection};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let secs = Duration::from_secs;
+/// let election = KubeElection::builder(client.clone(), "shop", "shop-operator") // the Lease
+///     .identity(std::env::var("POD_NAME")?) // unique among the candidates
+///     .config(ElectionConfig::new(secs(6), secs(4), secs(1))?)
+///     .build()?;
+/// # drop(election);
+/// let refused = KubeElection::builder(client, "shop", "Shop_Operator").build();
+/// assert!(matches!(refused, Err(ElectionBuildError::InvalidName { .. }))); // not a DNS name
+/// # Ok(()) }
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct KubeElectionBuilder {
     client: Client,

@@ -34,6 +34,17 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
 pub const DEFAULT_CAPACITY: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 
 /// Whether an event is routine or calls for attention.
+///
+/// # Examples
+///
+/// ```
+/// use tend::kube::EventType;
+///
+/// fn type_of(failed: bool) -> EventType {
+///     if failed { EventType::Warning } else { EventType::Normal }
+/// }
+/// assert_eq!(type_of(true).as_str(), "Warning"); // the Event's `type`
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// Routine: the controller did what it is for.
@@ -55,6 +66,22 @@ impl EventType {
 
 /// One event to publish about an object (the *regarding* object given to
 /// [`Recorder::publish`]).
+///
+/// # Examples
+///
+/// ```
+/// use tend::kube::{EventType, Occurrence};
+///
+/// let scaled = Occurrence {
+///     type_: EventType::Normal,
+///     reason: "ScalingReplicaSet".into(),
+///     note: Some("scaled up to 3 replicas".into()),
+///     action: "Scale".into(),
+///     secondary: None, // or the `ObjectReference` of a pod it created
+/// };
+/// assert_eq!(scaled.type_.as_str(), "Normal");
+/// // recorder.publish(&replica_set.object_ref(&()), &scaled).await
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Occurrence {
     /// Routine or a warning.
@@ -77,6 +104,18 @@ pub struct Occurrence {
 /// `example.com/shop-operator`) and the instance of it
 /// (`reportingInstance`, at most 128 bytes; default: the `HOSTNAME`,
 /// which in a pod is its name, or `pid-N`).
+///
+/// # Examples
+///
+/// ```
+/// use tend::kube::Reporter;
+///
+/// let default = Reporter::from("example.com/shop-operator"); // instance: the `HOSTNAME`
+/// assert_eq!(default.instance, None);
+/// let named = Reporter { instance: Some("shop-operator-0".into()), ..default };
+/// assert_eq!(named.controller, "example.com/shop-operator");
+/// // Recorder::new(client, named)
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reporter {
     /// The controller's name.
