@@ -89,6 +89,20 @@ pub use self::payload::Payload;
 pub use self::priority::Priority;
 
 /// When an [`enqueue`](WorkQueue::enqueue)d key becomes ready.
+///
+/// ```
+/// use std::time::Duration;
+/// use tend::{Priority, When, WorkQueue};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let queue: WorkQueue<&str> = WorkQueue::new();
+/// queue.enqueue("later", When::After(Duration::from_secs(5)), Priority::NORMAL, ());
+/// queue.enqueue("now", When::Now, Priority::NORMAL, ());
+/// assert_eq!(queue.get().await, Some("now"));
+/// queue.done(&"now").unwrap();
+/// assert_eq!(queue.get().await, Some("later")); // the paused clock jumps 5 s
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum When {
@@ -120,6 +134,15 @@ pub(crate) struct Add<K, T> {
 const LIMITER_PANIC_DELAY: Duration = Duration::from_secs(1);
 
 /// [`WorkQueue::done`] was called for a key no worker holds.
+///
+/// ```
+/// use tend::WorkQueue;
+///
+/// let queue: WorkQueue<&str> = WorkQueue::new();
+/// queue.add("web");
+/// let error = queue.done(&"web").unwrap_err(); // queued, but no worker took it
+/// assert_eq!(error.key, "\"web\"");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("key {key} is not being processed")]
 #[non_exhaustive]
