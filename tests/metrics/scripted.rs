@@ -4,6 +4,31 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
+    let ScriptedRun {
+        address,
+        shutdown,
+        run,
+    } = start_scripted_run().await;
+    let metrics = scrape_until_four_successes(address).await;
+    assert_reconcile_totals(&metrics);
+    assert_controller_metrics(&metrics);
+    assert_reconcile_time_buckets(&metrics);
+    assert_workqueue_metrics(&metrics);
+    assert_informer_election_and_user_metrics(&metrics);
+
+    shutdown.cancel();
+    within("run to return", LIMIT, run).await.unwrap().unwrap();
+}
+
+/// A manager running the scripted controller over five widgets, serving HTTP.
+struct ScriptedRun {
+    address: std::net::SocketAddr,
+    shutdown: tokio_util::sync::CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), tend::manager::ManagerError>>,
+}
+
+/// Starts the manager: leader election, a user counter at 7, two workers.
+async fn start_scripted_run() -> ScriptedRun {
     let store = widgets(&["ok", "err", "panic", "requeue", "terminal"]);
     let election = MemoryElectionGroup::new("metrics-lock");
     let mut manager = Manager::builder()
@@ -31,7 +56,15 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
     manager.add_controller(controller).unwrap();
     let shutdown = manager.shutdown_token();
     let run = tokio::spawn(manager.run());
+    ScriptedRun {
+        address,
+        shutdown,
+        run,
+    }
+}
 
+/// Scrapes until the four successful reconciles are counted.
+async fn scrape_until_four_successes(address: std::net::SocketAddr) -> Exposition {
     let total = "controller_runtime_reconcile_total";
     let mut metrics = Exposition::default();
     for _ in 0..200 {
@@ -41,7 +74,12 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let c = [("controller", "widgets")];
+    metrics
+}
+
+/// `controller_runtime_reconcile_total` by result.
+fn assert_reconcile_totals(metrics: &Exposition) {
+    let total = "controller_runtime_reconcile_total";
     let result = |r| metrics.value(total, &[("controller", "widgets"), ("result", r)]);
     assert_eq!(
         result("success"),
@@ -62,6 +100,11 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         metrics.types.get(total).map(String::as_str),
         Some("counter")
     );
+}
+
+/// The controller's error, panic, timeout, fencing and worker metrics.
+fn assert_controller_metrics(metrics: &Exposition) {
+    let c = [("controller", "widgets")];
     assert_eq!(
         metrics.value("controller_runtime_reconcile_errors_total", &c),
         Some(3.0)
@@ -91,6 +134,11 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         metrics.value("controller_runtime_active_workers", &c),
         Some(0.0)
     );
+}
+
+/// The reconcile time histogram: its count and controller-runtime's buckets.
+fn assert_reconcile_time_buckets(metrics: &Exposition) {
+    let c = [("controller", "widgets")];
     let time = "controller_runtime_reconcile_time_seconds";
     assert_eq!(metrics.value(&format!("{time}_count"), &c), Some(8.0));
     let buckets = metrics.label_sets(&format!("{time}_bucket"));
@@ -113,7 +161,10 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
     ];
     expected.push(f64::INFINITY);
     assert_eq!(bounds, expected);
+}
 
+/// The work queue's metrics.
+fn assert_workqueue_metrics(metrics: &Exposition) {
     let q = [("controller", "widgets"), ("name", "widgets")];
     assert_eq!(
         metrics.value("workqueue_retries_total", &q),
@@ -147,7 +198,10 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         metrics.value("workqueue_longest_running_processor_seconds", &q),
         Some(0.0)
     );
+}
 
+/// The informer's, the election's and the user's own metrics.
+fn assert_informer_election_and_user_metrics(metrics: &Exposition) {
     let i = [("name", "widgets")];
     assert_eq!(metrics.value("tend_informer_lists_total", &i), Some(1.0));
     assert_eq!(metrics.value("tend_informer_relists_total", &i), Some(0.0));
@@ -157,7 +211,4 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
         Some(1.0)
     );
     assert_eq!(metrics.value("my_operator_things_total", &[]), Some(7.0));
-
-    shutdown.cancel();
-    within("run to return", LIMIT, run).await.unwrap().unwrap();
 }
