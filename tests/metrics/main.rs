@@ -68,6 +68,13 @@ impl Reconciler<Widget> for Script {
     }
 }
 
+/// A running manager serving HTTP: its address, shutdown token and run.
+struct Served {
+    address: std::net::SocketAddr,
+    shutdown: tokio_util::sync::CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), tend::manager::ManagerError>>,
+}
+
 async fn scrape(address: std::net::SocketAddr) -> Exposition {
     let response = get(address, "/metrics").await;
     assert_eq!(response.status, 200);

@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
-    let ScriptedRun {
+    let Served {
         address,
         shutdown,
         run,
@@ -20,15 +20,8 @@ async fn metrics_count_a_scripted_run_with_controller_runtime_names() {
     within("run to return", LIMIT, run).await.unwrap().unwrap();
 }
 
-/// A manager running the scripted controller over five widgets, serving HTTP.
-struct ScriptedRun {
-    address: std::net::SocketAddr,
-    shutdown: tokio_util::sync::CancellationToken,
-    run: tokio::task::JoinHandle<Result<(), tend::manager::ManagerError>>,
-}
-
 /// Starts the manager: leader election, a user counter at 7, two workers.
-async fn start_scripted_run() -> ScriptedRun {
+async fn start_scripted_run() -> Served {
     let store = widgets(&["ok", "err", "panic", "requeue", "terminal"]);
     let election = MemoryElectionGroup::new("metrics-lock");
     let mut manager = Manager::builder()
@@ -56,7 +49,7 @@ async fn start_scripted_run() -> ScriptedRun {
     manager.add_controller(controller).unwrap();
     let shutdown = manager.shutdown_token();
     let run = tokio::spawn(manager.run());
-    ScriptedRun {
+    Served {
         address,
         shutdown,
         run,
