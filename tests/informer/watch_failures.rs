@@ -126,9 +126,32 @@ async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_
         (Some(start), None)
     );
 
+    let progressed = assert_changes_and_bookmarks_are_progress(&informer, &store).await;
+    // A short outage: the watch is cut, then reopens (no relist) on a quiet
+    // source. An opened watch ends the failures, but is not progress.
+    assert_a_short_outage_is_no_progress(&informer, &down, progressed).await;
+    assert_a_long_outage_fails_since_the_cut(&informer, &down, progressed).await;
+
+    down.send(false).unwrap();
+    wait_until("the recovery", Duration::from_secs(60), || {
+        informer.stats().failing_since.is_none()
+    })
+    .await;
+    assert!(
+        informer.stats().last_progress > progressed,
+        "a list succeeded"
+    );
+    running.stop().await;
+}
+
+/// A change, then a bookmark, each moves `last_progress`; returns the last.
+async fn assert_changes_and_bookmarks_are_progress(
+    informer: &Informer<Pod>,
+    store: &MemoryStore<Pod>,
+) -> Option<Instant> {
     tokio::time::sleep(STEP).await;
     let changed = Instant::now();
-    touch(&store, "a").await;
+    touch(store, "a").await;
     wait_until("the change", STEP, || {
         informer.stats().last_progress >= Some(changed)
     })
@@ -140,10 +163,14 @@ async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_
         informer.stats().last_progress >= Some(bookmarked)
     })
     .await;
-    let progressed = informer.stats().last_progress;
+    informer.stats().last_progress
+}
 
-    // A short outage: the watch is cut, then reopens (no relist) on a quiet
-    // source. An opened watch ends the failures, but is not progress.
+async fn assert_a_short_outage_is_no_progress(
+    informer: &Informer<Pod>,
+    down: &tokio::sync::watch::Sender<bool>,
+    progressed: Option<Instant>,
+) {
     down.send(true).unwrap();
     wait_until("the cut", STEP, || informer.stats().failing_since.is_some()).await;
     down.send(false).unwrap();
@@ -157,7 +184,14 @@ async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_
         (1, progressed),
         "reconnected without a list, and nothing delivered"
     );
+}
 
+/// A long outage: failing since the cut, no progress, relists tried in vain.
+async fn assert_a_long_outage_fails_since_the_cut(
+    informer: &Informer<Pod>,
+    down: &tokio::sync::watch::Sender<bool>,
+    progressed: Option<Instant>,
+) {
     let broke = Instant::now();
     down.send(true).unwrap();
     wait_until("the failure", STEP, || {
@@ -176,17 +210,6 @@ async fn stats_tell_when_the_informer_last_progressed_and_since_when_its_source_
         failing.lists > 1,
         "it tried to relist, in vain: {failing:?}"
     );
-
-    down.send(false).unwrap();
-    wait_until("the recovery", Duration::from_secs(60), || {
-        informer.stats().failing_since.is_none()
-    })
-    .await;
-    assert!(
-        informer.stats().last_progress > progressed,
-        "a list succeeded"
-    );
-    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
