@@ -71,21 +71,13 @@ async fn the_transform_runs_before_caching() {
 #[tokio::test(start_paused = true)]
 async fn indexes_follow_creates_updates_and_deletes() {
     let store = MemoryStore::new("pods");
-    store
-        .client()
-        .create(Pod::new("a", "rs1", 1))
-        .await
-        .unwrap();
-    store
-        .client()
-        .create(Pod::new("b", "rs1", 1))
-        .await
-        .unwrap();
-    store
-        .client()
-        .create(Pod::new("c", "rs2", 1))
-        .await
-        .unwrap();
+    for (name, owner) in [("a", "rs1"), ("b", "rs1"), ("c", "rs2")] {
+        store
+            .client()
+            .create(Pod::new(name, owner, 1))
+            .await
+            .unwrap();
+    }
     let informer = Informer::builder(store.clone())
         .index("by_owner", by_owner)
         .build()
