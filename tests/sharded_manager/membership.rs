@@ -32,22 +32,8 @@ async fn replicas_reconcile_only_their_shards_and_hand_them_over_on_leave_and_jo
     check_log(&log);
 
     // Its tokens are stale: a write with one is refused and changes nothing.
-    let stale = *r1_tokens.first().expect("r1 reconciled");
-    let fenced: Client<Item> = store
-        .client_fenced_by(&group.member("checker"))
-        .fenced(stale);
-    let before = store.get(&"item-0".to_owned()).expect("exists");
-    let refused = fenced
-        .update(Item {
-            by: "late".to_owned(),
-            ..Item::clone(&before)
-        })
+    assert_a_stale_token_is_refused(&store, &group, *r1_tokens.first().expect("r1 reconciled"))
         .await;
-    assert!(
-        matches!(refused, Err(ClientError::Fenced { .. })),
-        "{refused:?}"
-    );
-    assert_eq!(store.get(&"item-0".to_owned()).expect("exists"), before);
 
     // r3 joins while every replica is busy (every item changed): the
     // shards it takes are drained by their old owners before it acquires.
@@ -116,4 +102,27 @@ async fn a_replica_whose_membership_expires_stops_reconciling_and_fails() {
         matches!(ended.expect("not panicked"), Err(ManagerError::LostMembership { ref group }) if group == "items"),
     );
     check_log(&log);
+}
+
+/// A write fenced by the `stale` token is refused and changes nothing.
+async fn assert_a_stale_token_is_refused(
+    store: &MemoryStore<Item>,
+    group: &MemoryMembershipGroup,
+    stale: FencingToken,
+) {
+    let fenced: Client<Item> = store
+        .client_fenced_by(&group.member("checker"))
+        .fenced(stale);
+    let before = store.get(&"item-0".to_owned()).expect("exists");
+    let refused = fenced
+        .update(Item {
+            by: "late".to_owned(),
+            ..Item::clone(&before)
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(ClientError::Fenced { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(store.get(&"item-0".to_owned()).expect("exists"), before);
 }
