@@ -59,15 +59,7 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     for placement in [Placement::Leader, Placement::Sharded] {
         let name = format!("{placement}");
         let controller = manager
-            .controller(
-                &name,
-                &informer,
-                Recorder {
-                    replica: "r",
-                    controller: "c",
-                    log: Log::default(),
-                },
-            )
+            .controller(&name, &informer, unlogged_recorder())
             .client(store.client())
             .build()
             .expect("valid");
@@ -80,15 +72,7 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
     }
     // Fenced by the election, it is accepted; unfenced, it may run everywhere.
     let fenced = manager
-        .controller(
-            "leader",
-            &informer,
-            Recorder {
-                replica: "r",
-                controller: "c",
-                log: Log::default(),
-            },
-        )
+        .controller("leader", &informer, unlogged_recorder())
         .client(fenced_client)
         .build()
         .expect("valid");
@@ -96,19 +80,20 @@ async fn a_fenced_placement_with_a_client_that_cannot_be_fenced_is_refused() {
         .add_controller_on(fenced, Placement::Leader)
         .expect("fenced");
     let everywhere = manager
-        .controller(
-            "everywhere",
-            &informer,
-            Recorder {
-                replica: "r",
-                controller: "c",
-                log: Log::default(),
-            },
-        )
+        .controller("everywhere", &informer, unlogged_recorder())
         .client(store.client())
         .build()
         .expect("valid");
     manager
         .add_controller_on(everywhere, Placement::Everywhere)
         .expect("no token to fence");
+}
+
+/// A recorder whose log nobody reads.
+fn unlogged_recorder() -> Recorder {
+    Recorder {
+        replica: "r",
+        controller: "c",
+        log: Log::default(),
+    }
 }
