@@ -73,27 +73,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
         let writer = source(client(&etcd).await).client_fenced_by(&election);
         let (log, stop) = (log_tx.clone(), stop.clone());
         replicas.spawn(async move {
-            let name = format!("counter-{i}");
-            while !stop.is_cancelled() {
-                let Ok(token) = election.campaign().await else {
-                    continue;
-                };
-                // Write as fast as possible with this token, leader or not
-                // (a replica that has not yet noticed its deposition).
-                let deadline = Instant::now() + Duration::from_secs(3);
-                while Instant::now() < deadline && !stop.is_cancelled() {
-                    let item = Item::new(name.clone(), token.get());
-                    let fenced = writer.fenced(token);
-                    let _ = fenced.delete(&name).await;
-                    if let Ok(stored) = fenced.create(item).await {
-                        let _ = log.send(Logged {
-                            token,
-                            revision: stored.version.get(),
-                        });
-                    }
-                }
-                let _ = election.resign().await;
-            }
+            campaign_and_write(election, writer, format!("counter-{i}"), log, stop).await;
         });
     }
     drop(log_tx);
@@ -101,21 +81,12 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
     for round in 0..20 {
         // Let the leader write, then end its lease behind its back.
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let lease = within("a leader key", LIMIT, async {
-            loop {
-                let options = GetOptions::new().with_prefix();
-                let keys = kv.get(ELECTION_PREFIX, Some(options)).await.unwrap();
-                if let Some(first) = keys.kvs().iter().min_by_key(|kv| kv.create_revision()) {
-                    break (first.lease(), first.create_revision());
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
-        let revoked = kv.lease_revoke(lease.0).await.unwrap();
-        let at = revoked.header().unwrap().revision() as u64;
-        deposed.push((FencingToken::new(lease.1 as u64), at));
-        eprintln!("round {round}: deposed token {} at revision {at}", lease.1);
+        let (token, at) = depose_the_leader(&mut kv).await;
+        deposed.push((token, at));
+        eprintln!(
+            "round {round}: deposed token {} at revision {at}",
+            token.get()
+        );
     }
     stop.cancel();
     within("the replicas to stop", LIMIT, async {
@@ -128,22 +99,7 @@ async fn twenty_kill_rounds_accept_no_fenced_write_from_a_non_leader() {
     }
     writes.sort_by_key(|w| w.revision);
     assert!(writes.len() > 20, "replicas wrote: {}", writes.len());
-    for (token, at) in &deposed {
-        let late: Vec<_> = writes
-            .iter()
-            .filter(|w| w.token == *token && w.revision > *at)
-            .collect();
-        assert!(
-            late.is_empty(),
-            "token {token} deposed at {at} wrote later: {late:?}"
-        );
-    }
-    for pair in writes.windows(2) {
-        assert!(
-            pair[0].token <= pair[1].token,
-            "an older leader wrote after a newer one: {pair:?}"
-        );
-    }
+    assert_no_token_wrote_after_its_deposition(&writes, &deposed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,4 +133,76 @@ async fn a_leader_cut_off_from_etcd_stops_before_its_lease_expires() {
         "the cut-off leader stopped before the new leader won"
     );
     assert!(a_stopped - cut <= fast().renew_deadline() + Duration::from_millis(200));
+}
+
+/// A replica: campaigns, then for 3 s writes as fast as it can with its
+/// token, leader or not (one that has not yet noticed its deposition),
+/// logging every write that landed; resigns and campaigns again.
+async fn campaign_and_write(
+    election: EtcdElection,
+    writer: tend::client::Client<Item>,
+    name: String,
+    log: tokio::sync::mpsc::UnboundedSender<Logged>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    while !stop.is_cancelled() {
+        let Ok(token) = election.campaign().await else {
+            continue;
+        };
+        // Write as fast as possible with this token, leader or not
+        // (a replica that has not yet noticed its deposition).
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && !stop.is_cancelled() {
+            let item = Item::new(name.clone(), token.get());
+            let fenced = writer.fenced(token);
+            let _ = fenced.delete(&name).await;
+            if let Ok(stored) = fenced.create(item).await {
+                let _ = log.send(Logged {
+                    token,
+                    revision: stored.version.get(),
+                });
+            }
+        }
+        let _ = election.resign().await;
+    }
+}
+
+/// Ends the oldest candidate's lease behind its back: its token, and the
+/// revision at which it was deposed.
+async fn depose_the_leader(kv: &mut Client) -> (FencingToken, u64) {
+    let lease = within("a leader key", LIMIT, async {
+        loop {
+            let options = GetOptions::new().with_prefix();
+            let keys = kv.get(ELECTION_PREFIX, Some(options)).await.unwrap();
+            if let Some(first) = keys.kvs().iter().min_by_key(|kv| kv.create_revision()) {
+                break (first.lease(), first.create_revision());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let revoked = kv.lease_revoke(lease.0).await.unwrap();
+    let at = revoked.header().unwrap().revision() as u64;
+    (FencingToken::new(lease.1 as u64), at)
+}
+
+/// Every write landed in token order, none with a token after it was
+/// deposed.
+fn assert_no_token_wrote_after_its_deposition(writes: &[Logged], deposed: &[(FencingToken, u64)]) {
+    for (token, at) in deposed {
+        let late: Vec<_> = writes
+            .iter()
+            .filter(|w| w.token == *token && w.revision > *at)
+            .collect();
+        assert!(
+            late.is_empty(),
+            "token {token} deposed at {at} wrote later: {late:?}"
+        );
+    }
+    for pair in writes.windows(2) {
+        assert!(
+            pair[0].token <= pair[1].token,
+            "an older leader wrote after a newer one: {pair:?}"
+        );
+    }
 }
