@@ -417,7 +417,7 @@ async fn a_delete_waits_for_cleanup_which_runs_once_across_a_controller_restart(
 /// Until the object at `key` carries a finalizer.
 async fn guarded(maps: &tend::client::Client<ConfigMap>, key: &ObjectKey) {
     loop {
-        let map = maps.get(&key).await.expect("read").expect("there");
+        let map = maps.get(key).await.expect("read").expect("there");
         if map.finalizer_names().is_some_and(|f| !f.is_empty()) {
             return;
         }
