@@ -14,6 +14,7 @@ use std::time::Duration;
 use tend::Source;
 use tend::election::ElectionConfig;
 use tend::etcd::EtcdElection;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -68,20 +69,8 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
         })
         .await
         .unwrap();
-    let mut replicas = Vec::new();
     let shutdown = CancellationToken::new();
-    for i in 0..3 {
-        let config = ReplicaConfig {
-            identity: format!("replica-{i}"),
-            endpoint: etcd.endpoint(),
-            election,
-            verbose: false,
-        };
-        replicas.push((
-            config.identity.clone(),
-            tokio::spawn(run_replica(config, shutdown.clone())),
-        ));
-    }
+    let mut replicas = start_replicas(&etcd.endpoint(), election, &shutdown);
     converge(&pod_source, 5, "5 pods").await;
 
     // Scale up and kill the leader right away, mid-reconcile.
@@ -97,28 +86,13 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
     killed.abort();
     let _ = killed.await;
     let killed_at = Instant::now();
-    let next = within("another replica to lead", Duration::from_secs(5), async {
-        loop {
-            match observer.leader().await {
-                Ok(Some(next)) if next != leader => break next,
-                _ => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    })
-    .await;
+    let next = next_leader(&observer, &leader).await;
     eprintln!("failover in {:?}", killed_at.elapsed());
     let max = converge(&pod_source, 9, "9 pods under a new leader").await;
     eprintln!("killed {leader}, {next} leads; at most {max} pods seen");
 
     // Chaos under the new leader: pods deleted behind its back come back.
-    let listed = pod_source.list().await.unwrap();
-    for pod in listed.objects.iter().take(3) {
-        pod_source
-            .client()
-            .delete_at(&pod.name, pod.version)
-            .await
-            .unwrap();
-    }
+    delete_three_pods(&pod_source).await;
     converge(&pod_source, 9, "9 pods after chaos").await;
     set.replicas = 4;
     sets.client().update(set).await.unwrap();
@@ -130,5 +104,58 @@ async fn replicaset_converges_on_etcd_when_the_leader_is_killed() {
     for (id, task) in replicas {
         let stopped = within("a replica to stop", Duration::from_secs(10), task).await;
         eprintln!("{id} stopped: {stopped:?}");
+    }
+}
+
+/// A replica's identity and its running task.
+type Running = (
+    String,
+    JoinHandle<Result<(), Box<dyn std::error::Error + Send + Sync>>>,
+);
+
+/// Three replicas on etcd at `endpoint`, until `shutdown`.
+fn start_replicas(
+    endpoint: &str,
+    election: ElectionConfig,
+    shutdown: &CancellationToken,
+) -> Vec<Running> {
+    let mut replicas = Vec::new();
+    for i in 0..3 {
+        let config = ReplicaConfig {
+            identity: format!("replica-{i}"),
+            endpoint: endpoint.to_owned(),
+            election,
+            verbose: false,
+        };
+        replicas.push((
+            config.identity.clone(),
+            tokio::spawn(run_replica(config, shutdown.clone())),
+        ));
+    }
+    replicas
+}
+
+/// The next leader other than `leader`.
+async fn next_leader(observer: &EtcdElection, leader: &str) -> String {
+    within("another replica to lead", Duration::from_secs(5), async {
+        loop {
+            match observer.leader().await {
+                Ok(Some(next)) if next != leader => break next,
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await
+}
+
+/// Deletes three pods behind the controller's back.
+async fn delete_three_pods(pod_source: &tend::etcd::EtcdSource<Pod>) {
+    let listed = pod_source.list().await.unwrap();
+    for pod in listed.objects.iter().take(3) {
+        pod_source
+            .client()
+            .delete_at(&pod.name, pod.version)
+            .await
+            .unwrap();
     }
 }

@@ -237,50 +237,14 @@ async fn etcd_restart_mid_watch_resumes_without_relisting() {
 async fn malformed_values_are_skipped_counted_and_picked_up_once_fixed() {
     let etcd = server().await;
     let mut kv = client(&etcd).await;
-    kv.put(key("good"), json("good", 1), None).await.unwrap();
-    kv.put(key("garbage"), "{not json", None).await.unwrap();
-    kv.put(key("shape"), r#"{"name":"shape","value":"seven"}"#, None)
-        .await
-        .unwrap();
-    kv.put(key("huge"), json("huge", 1) + &" ".repeat(4096), None)
-        .await
-        .unwrap();
-    kv.put(key("liar"), json("someone-else", 1), None)
-        .await
-        .unwrap();
-    let mut bad_key = PREFIX.as_bytes().to_vec();
-    bad_key.extend([0xff, 0xfe]);
-    kv.put(bad_key, json("x", 1), None).await.unwrap();
+    put_one_good_and_five_malformed_values(&mut kv).await;
     let source = EtcdSource::<Item>::builder("items", kv.clone(), PREFIX)
         .max_value_bytes(NonZeroUsize::new(1024).unwrap())
         .build();
     let running = run_informer(source.clone()).await;
     assert_eq!(cached(&running.informer), [("good".into(), 1)]);
     assert_eq!(source.decode_errors(), 5);
-    let mut skipped: Vec<_> = source.skipped().into_iter().map(|s| s.error).collect();
-    skipped.sort_by_key(|e| e.to_string());
-    assert!(
-        skipped
-            .iter()
-            .any(|e| matches!(**e, DecodeError::KeyNotUtf8))
-    );
-    assert!(
-        skipped
-            .iter()
-            .any(|e| matches!(**e, DecodeError::TooLarge { .. }))
-    );
-    assert!(
-        skipped
-            .iter()
-            .any(|e| matches!(**e, DecodeError::KeyMismatch { .. }))
-    );
-    assert_eq!(
-        skipped
-            .iter()
-            .filter(|e| matches!(***e, DecodeError::Value(_)))
-            .count(),
-        2
-    );
+    assert_skipped_one_of_each_malformation(&source);
 
     // A bad write on the watch: the object is absent, the informer lives.
     kv.put(key("good"), "[]", None).await.unwrap();
@@ -305,4 +269,52 @@ async fn malformed_values_are_skipped_counted_and_picked_up_once_fixed() {
     .await;
     assert_eq!(source.decode_errors(), 6);
     assert_eq!(source.skipped().len(), 4);
+}
+
+/// `good`, then five values the source must skip: garbage, the wrong shape,
+/// too large, under another object's key, under a key that is not UTF-8.
+async fn put_one_good_and_five_malformed_values(kv: &mut tend::etcd::etcd_client::Client) {
+    kv.put(key("good"), json("good", 1), None).await.unwrap();
+    kv.put(key("garbage"), "{not json", None).await.unwrap();
+    kv.put(key("shape"), r#"{"name":"shape","value":"seven"}"#, None)
+        .await
+        .unwrap();
+    kv.put(key("huge"), json("huge", 1) + &" ".repeat(4096), None)
+        .await
+        .unwrap();
+    kv.put(key("liar"), json("someone-else", 1), None)
+        .await
+        .unwrap();
+    let mut bad_key = PREFIX.as_bytes().to_vec();
+    bad_key.extend([0xff, 0xfe]);
+    kv.put(bad_key, json("x", 1), None).await.unwrap();
+}
+
+/// The skipped values: a bad key, one too large, a key mismatch, two bad
+/// values.
+fn assert_skipped_one_of_each_malformation(source: &EtcdSource<Item>) {
+    let mut skipped: Vec<_> = source.skipped().into_iter().map(|s| s.error).collect();
+    skipped.sort_by_key(|e| e.to_string());
+    assert!(
+        skipped
+            .iter()
+            .any(|e| matches!(**e, DecodeError::KeyNotUtf8))
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|e| matches!(**e, DecodeError::TooLarge { .. }))
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|e| matches!(**e, DecodeError::KeyMismatch { .. }))
+    );
+    assert_eq!(
+        skipped
+            .iter()
+            .filter(|e| matches!(***e, DecodeError::Value(_)))
+            .count(),
+        2
+    );
 }

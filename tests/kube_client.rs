@@ -370,16 +370,12 @@ async fn a_delete_waits_for_cleanup_which_runs_once_across_a_controller_restart(
     maps.create(config_map(&ns, "guarded", &[]))
         .await
         .expect("created");
-    let guarded = async {
-        loop {
-            let map = maps.get(&key).await.expect("read").expect("there");
-            if map.finalizer_names().is_some_and(|f| !f.is_empty()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    within("the first controller's finalizer", LIMIT, guarded).await;
+    within(
+        "the first controller's finalizer",
+        LIMIT,
+        guarded(&maps, &key),
+    )
+    .await;
     first.cancel();
     within("the first controller to stop", LIMIT, running)
         .await
@@ -416,4 +412,15 @@ async fn a_delete_waits_for_cleanup_which_runs_once_across_a_controller_restart(
         ["guarded"],
         "cleaned exactly once"
     );
+}
+
+/// Until the object at `key` carries a finalizer.
+async fn guarded(maps: &tend::client::Client<ConfigMap>, key: &ObjectKey) {
+    loop {
+        let map = maps.get(key).await.expect("read").expect("there");
+        if map.finalizer_names().is_some_and(|f| !f.is_empty()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

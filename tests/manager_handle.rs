@@ -94,6 +94,63 @@ async fn series(address: std::net::SocketAddr, needle: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_add_and_remove_cycles_under_traffic_lose_nothing_and_leave_nothing_behind() {
     let store = store();
+    let Stable {
+        address,
+        latest,
+        handle,
+        shutdown,
+        run,
+    } = start_with_a_stable_controller(&store).await;
+    let tasks = tokio::runtime::Handle::current().metrics();
+    let baseline = tasks.num_alive_tasks();
+    let writing = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(traffic(store.clone(), Arc::clone(&writing)));
+
+    let late = Arc::new(AtomicUsize::new(0));
+    for cycle in 0..CYCLES {
+        add_reconcile_and_remove(&handle, &store, cycle, &late).await;
+    }
+    writing.store(true, Ordering::SeqCst);
+    within("the writer", LIMIT, writer)
+        .await
+        .expect("not panicked");
+
+    assert_the_stable_controller_caught_up(&store, &latest).await;
+    assert_eq!(late.load(Ordering::SeqCst), 0, "reconciles after removal");
+    eventually("the removed controllers' tasks to end", LIMIT, || {
+        tasks.num_alive_tasks() <= baseline
+    })
+    .await;
+    assert_only_the_stable_controller_is_left(address).await;
+
+    let unknown = handle.remove_controller("cycle-0").await;
+    assert!(matches!(
+        unknown,
+        Err(ManagerError::UnknownController { .. })
+    ));
+    shutdown.cancel();
+    within("run", LIMIT, run)
+        .await
+        .expect("not panicked")
+        .expect("clean");
+    let stopped = handle.remove_controller("stable").await;
+    assert!(
+        matches!(stopped, Err(ManagerError::NotRunning)),
+        "{stopped:?}"
+    );
+}
+
+/// A running manager with the `stable` controller, which has reconciled
+/// every key.
+struct Stable {
+    address: std::net::SocketAddr,
+    latest: Latest,
+    handle: tend::manager::ManagerHandle,
+    shutdown: tokio_util::sync::CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+async fn start_with_a_stable_controller(store: &MemoryStore<Widget>) -> Stable {
     let mut manager = Manager::builder()
         .without_signals()
         .http_address("127.0.0.1:0".parse().expect("an address"))
@@ -116,47 +173,54 @@ async fn a_hundred_add_and_remove_cycles_under_traffic_lose_nothing_and_leave_no
         latest.0.lock().len() == KEYS
     })
     .await;
-    let tasks = tokio::runtime::Handle::current().metrics();
-    let baseline = tasks.num_alive_tasks();
-    let writing = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn(traffic(store.clone(), Arc::clone(&writing)));
-
-    let late = Arc::new(AtomicUsize::new(0));
-    for cycle in 0..CYCLES {
-        let name = format!("cycle-{cycle}");
-        // Its own informer, created at run time, on the same store.
-        let own = handle
-            .informer(&format!("{name}-cache"), || {
-                Informer::builder(store.clone()).build()
-            })
-            .expect("registered");
-        let reconciler = Cycle {
-            reconciles: Arc::default(),
-            removed: Arc::default(),
-            late: Arc::clone(&late),
-        };
-        let controller = handle
-            .controller(&name, &own, reconciler.clone())
-            .build()
-            .expect("valid");
-        within("the add", LIMIT, handle.add_controller(controller))
-            .await
-            .expect("added");
-        eventually("the added controller to reconcile", LIMIT, || {
-            reconciler.reconciles.load(Ordering::SeqCst) >= KEYS
-        })
-        .await;
-        within("the removal", LIMIT, handle.remove_controller(&name))
-            .await
-            .expect("removed");
-        reconciler.removed.store(true, Ordering::SeqCst);
+    Stable {
+        address,
+        latest,
+        handle,
+        shutdown,
+        run,
     }
-    writing.store(true, Ordering::SeqCst);
-    within("the writer", LIMIT, writer)
-        .await
-        .expect("not panicked");
+}
 
-    // Every key's last write was reconciled by the controller that stayed.
+/// One cycle: a controller `cycle-N` on its own informer, added at run time,
+/// reconciling every key, then removed.
+async fn add_reconcile_and_remove(
+    handle: &tend::manager::ManagerHandle,
+    store: &MemoryStore<Widget>,
+    cycle: usize,
+    late: &Arc<AtomicUsize>,
+) {
+    let name = format!("cycle-{cycle}");
+    // Its own informer, created at run time, on the same store.
+    let own = handle
+        .informer(&format!("{name}-cache"), || {
+            Informer::builder(store.clone()).build()
+        })
+        .expect("registered");
+    let reconciler = Cycle {
+        reconciles: Arc::default(),
+        removed: Arc::default(),
+        late: Arc::clone(late),
+    };
+    let controller = handle
+        .controller(&name, &own, reconciler.clone())
+        .build()
+        .expect("valid");
+    within("the add", LIMIT, handle.add_controller(controller))
+        .await
+        .expect("added");
+    eventually("the added controller to reconcile", LIMIT, || {
+        reconciler.reconciles.load(Ordering::SeqCst) >= KEYS
+    })
+    .await;
+    within("the removal", LIMIT, handle.remove_controller(&name))
+        .await
+        .expect("removed");
+    reconciler.removed.store(true, Ordering::SeqCst);
+}
+
+/// Every key's last write was reconciled by the controller that stayed.
+async fn assert_the_stable_controller_caught_up(store: &MemoryStore<Widget>, latest: &Latest) {
     eventually("the stable controller to catch up", LIMIT, || {
         let seen = latest.0.lock();
         (0..KEYS).all(|i| {
@@ -165,11 +229,11 @@ async fn a_hundred_add_and_remove_cycles_under_traffic_lose_nothing_and_leave_no
         })
     })
     .await;
-    assert_eq!(late.load(Ordering::SeqCst), 0, "reconciles after removal");
-    eventually("the removed controllers' tasks to end", LIMIT, || {
-        tasks.num_alive_tasks() <= baseline
-    })
-    .await;
+}
+
+/// No metric series or runnable of a removed controller is left; the stable
+/// one's are there.
+async fn assert_only_the_stable_controller_is_left(address: std::net::SocketAddr) {
     let left = series(address, "cycle-").await;
     assert!(left.is_empty(), "metric series left behind: {left:?}");
     assert!(
@@ -188,22 +252,6 @@ async fn a_hundred_add_and_remove_cycles_under_traffic_lose_nothing_and_leave_no
     assert_eq!(
         series(address, "tend_runnable_active").await,
         ["tend_runnable_active{name=\"stable\",kind=\"controller\",placement=\"everywhere\"} 1"]
-    );
-
-    let unknown = handle.remove_controller("cycle-0").await;
-    assert!(matches!(
-        unknown,
-        Err(ManagerError::UnknownController { .. })
-    ));
-    shutdown.cancel();
-    within("run", LIMIT, run)
-        .await
-        .expect("not panicked")
-        .expect("clean");
-    let stopped = handle.remove_controller("stable").await;
-    assert!(
-        matches!(stopped, Err(ManagerError::NotRunning)),
-        "{stopped:?}"
     );
 }
 

@@ -75,16 +75,7 @@ async fn appearing_changing_and_vanishing_objects_are_detected() {
         .await
         .unwrap();
     assert_eq!(informer.cache().len(), 3);
-    let initial_versions: Vec<u64> = {
-        let mut versions: Vec<u64> = informer
-            .cache()
-            .list()
-            .iter()
-            .map(|pod| pod.version.get())
-            .collect();
-        versions.sort_unstable();
-        versions
-    };
+    let initial_versions = sorted_versions(&informer);
     assert_eq!(
         initial_versions,
         [1, 2, 3],
@@ -126,6 +117,18 @@ async fn appearing_changing_and_vanishing_objects_are_detected() {
     assert_eq!(recorder.len(), 0);
     assert!(world.calls().len() >= 3);
     running.stop().await;
+}
+
+/// The versions of the cached pods, sorted.
+fn sorted_versions(informer: &Informer<Pod>) -> Vec<u64> {
+    let mut versions: Vec<u64> = informer
+        .cache()
+        .list()
+        .iter()
+        .map(|pod| pod.version.get())
+        .collect();
+    versions.sort_unstable();
+    versions
 }
 
 #[tokio::test(start_paused = true)]

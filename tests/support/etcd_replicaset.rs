@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -79,25 +80,7 @@ impl Reconciler<ReplicaSet> for Replicas {
         let cache = ctx.cache::<Pod>().expect("the controller watches pods");
         let owned = cache.by_index("owner", ctx.key()).unwrap_or_default();
         let desired = ctx.object().map_or(0, |rs| rs.replicas);
-        let (to_create, to_delete) = {
-            let mut expected = self.expected.lock();
-            let (created, deleted) = expected.entry(ctx.key().clone()).or_default();
-            let cached: HashSet<&str> = owned.iter().map(|p| p.name.as_str()).collect();
-            created.retain(|name| !cached.contains(name.as_str()));
-            deleted.retain(|name| cached.contains(name.as_str()));
-            let mut live: Vec<_> = owned
-                .iter()
-                .filter(|p| !deleted.contains(&p.name))
-                .collect();
-            let actual = live.len() + created.len();
-            live.sort_by_key(|p| std::cmp::Reverse(p.version));
-            let surplus: Vec<Pod> = live
-                .into_iter()
-                .take(actual.saturating_sub(desired))
-                .map(|p| (**p).clone())
-                .collect();
-            (desired.saturating_sub(actual), surplus)
-        };
+        let (to_create, to_delete) = self.to_create_and_delete(ctx.key(), &owned, desired);
         let mut did = Vec::new();
         for _ in 0..to_create {
             let pod = Pod {
@@ -140,6 +123,36 @@ impl Reconciler<ReplicaSet> for Replicas {
             );
         }
         Ok(Action::Done)
+    }
+}
+
+impl Replicas {
+    /// How many pods to create and which to delete (the newest first), with
+    /// the pods this replica created or deleted that the cache has not
+    /// caught up with counted as done.
+    fn to_create_and_delete(
+        &self,
+        key: &str,
+        owned: &[Arc<Pod>],
+        desired: usize,
+    ) -> (usize, Vec<Pod>) {
+        let mut expected = self.expected.lock();
+        let (created, deleted) = expected.entry(key.to_owned()).or_default();
+        let cached: HashSet<&str> = owned.iter().map(|p| p.name.as_str()).collect();
+        created.retain(|name| !cached.contains(name.as_str()));
+        deleted.retain(|name| cached.contains(name.as_str()));
+        let mut live: Vec<_> = owned
+            .iter()
+            .filter(|p| !deleted.contains(&p.name))
+            .collect();
+        let actual = live.len() + created.len();
+        live.sort_by_key(|p| std::cmp::Reverse(p.version));
+        let surplus: Vec<Pod> = live
+            .into_iter()
+            .take(actual.saturating_sub(desired))
+            .map(|p| (**p).clone())
+            .collect();
+        (desired.saturating_sub(actual), surplus)
     }
 }
 

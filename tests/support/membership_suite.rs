@@ -1,5 +1,5 @@
 //! One suite of membership semantics, run against every implementation
-//! (`tests/shard_membership.rs` in process, `tests/etcd_membership.rs` on
+//! (`tests/shard_membership.rs` in process, `tests/etcd_membership/` on
 //! etcd). Each check takes a maker of members of one fresh group of four
 //! shards (group `workers`) and, for some, a fencing check of a token.
 
