@@ -3,8 +3,8 @@
 
 Code lines are the lines that are neither blank nor comments (`//`,
 `///`, `//!`). A function's length runs from its `fn` line to its closing
-brace. Checked over the folders given (default: src/, examples/ and
-benches/, what a user reads). Exits 1 listing what is over.
+brace. Checked over the folders given (default: src/, tests/, examples/
+and benches/). Exits 1 listing what is over.
 """
 import pathlib
 import re
@@ -42,7 +42,7 @@ def functions(lines):
 
 
 problems = []
-for folder in sys.argv[1:] or ("src", "examples", "benches"):
+for folder in sys.argv[1:] or ("src", "tests", "examples", "benches"):
     for path in sorted((root / folder).rglob("*.rs")):
         if "target" in path.parts:
             continue
