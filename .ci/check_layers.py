@@ -28,9 +28,13 @@ if not layer_of:
 # What the crate root re-exports, by the module it comes from.
 lib = (src / "lib.rs").read_text()
 origin = {}
-for module, names in re.findall(r"pub use (\w+)::\{?([^;]*?)\}?;", lib, re.S):
-    for name in re.findall(r"\b(\w+)\b", names):
-        origin.setdefault(name, module)
+for module, rest in re.findall(r"pub use (\w+)::([^;]*);", lib, re.S):
+    rest = rest.strip()
+    items = rest[1:-1].split(",") if rest.startswith("{") else [rest]
+    for item in items:
+        name = item.strip().split("::")[-1].split(" as ")[-1].strip()
+        if name:
+            origin.setdefault(name, module)
 
 
 def module_of(path):
@@ -40,13 +44,16 @@ def module_of(path):
 
 def code(path):
     """The file's code up to its tests, comments blanked (lines kept)."""
-    if path.name == "tests.rs":
+    if path.name == "tests.rs" or "tests" in path.relative_to(src).parts[:-1]:
         return ""
     kept = []
     lines = path.read_text().split("\n")
     for number, line in enumerate(lines):
         if line.startswith("#[cfg(test)]") and number + 1 < len(lines) and lines[number + 1].startswith("mod "):
-            break
+            if lines[number + 1].rstrip().endswith("{"):
+                break  # an inline test module: the rest of the file is tests
+            kept.append("")  # `mod tests;`: its file is skipped as tests.rs or a tests/ folder
+            continue
         kept.append(line.split("//", 1)[0])
     return "\n".join(kept)
 

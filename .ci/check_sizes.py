@@ -32,7 +32,7 @@ def functions(lines):
         depth, opened = 0, False
         for end in range(start, len(lines)):
             code = strip(lines[end])
-            if not opened and ";" in code and "{" not in code:
+            if not opened and code.rstrip().endswith(";") and "{" not in code:
                 break  # a declaration without a body
             depth += code.count("{") - code.count("}")
             opened = opened or "{" in code

@@ -95,13 +95,17 @@ impl<F: Fencing + ?Sized> Fencing for std::sync::Arc<F> {
 /// backend's `client_fenced_by` by reference: an election's candidate
 /// ([`MemoryElection`](crate::memory::MemoryElection), `tend::kube::KubeElection`)
 /// or a membership's member ([`MemoryMembership`](crate::memory::MemoryMembership)),
-/// or any [`Fencing`] that is `Clone`. (etcd checks the token in etcd
-/// itself: its `client_fenced_by` takes `&EtcdElection` or
-/// `&EtcdMembership` the same way.)
+/// or any [`Fencing`] that is `Clone` (kept by the client as a clone, so
+/// it lives as long as the client). etcd checks the token in etcd itself:
+/// its `client_fenced_by` takes `&EtcdElection` or `&EtcdMembership` the
+/// same way, and its client holds a handle of that election or
+/// membership, whose lease then stays renewed while the client lives.
 ///
-/// The check it hands out does not keep the candidacy alive: a dropped
-/// candidate resigns, and its tokens stop being current, whatever clients
-/// still hold its check.
+/// The checks of the memory backend's candidates and members and of a
+/// `KubeElection` hold the group or the term, not the candidate: they do
+/// not keep the candidacy alive. A dropped memory candidate resigns at
+/// once; a dropped `KubeElection`'s token stops being current at its local
+/// deadline.
 ///
 /// # Examples
 ///

@@ -39,3 +39,15 @@ async fn create_seeds_inside_a_runtime() {
     let listed = store.client().list().await.expect("listed");
     assert_eq!(listed.objects.len(), 1);
 }
+
+/// Inside another executor too: seeding enters none of its own.
+#[test]
+fn create_seeds_inside_another_executor() {
+    let store = store();
+    futures::executor::block_on(async {
+        store
+            .create(Pod::new("web-1", "web", 1))
+            .expect("a free key");
+    });
+    assert_eq!(store.len(), 1);
+}

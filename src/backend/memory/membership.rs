@@ -197,7 +197,9 @@ impl fmt::Debug for MemoryMembershipGroup {
 }
 
 /// A memory backend fenced by a member
-/// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by))
+/// ([`MemoryStore::client_fenced_by`](crate::memory::MemoryStore::client_fenced_by);
+/// pass the member the replica runs, not a handle made for the purpose:
+/// handles with one id are one member, and dropping one ends it)
 /// takes a write only while its token is one of the group's shards'
 /// current tokens. The check holds the group, not the member: it does not
 /// keep the membership alive.

@@ -228,8 +228,18 @@ impl<O: Object> MemoryStore<O> {
     ///
     /// As [`Client::create`](crate::client::Client::create) on this store.
     pub fn create(&self, object: O) -> Result<O, crate::client::ClientError> {
-        // The memory client's calls complete at once: nothing here waits.
-        futures::executor::block_on(self.client().create(object))
+        use futures::FutureExt;
+        // The memory client's calls complete at once, so one poll ends it;
+        // no executor is entered, so this works inside any runtime too.
+        self.client()
+            .create(object)
+            .now_or_never()
+            .unwrap_or_else(|| {
+                Err(crate::client::ClientError::unavailable(
+                    &self.shared.name,
+                    "the memory client's create did not complete at once",
+                ))
+            })
     }
 
     /// Creates or replaces an object whatever its version and without any
