@@ -29,18 +29,8 @@ async fn cancelling_the_context_token_does_not_abort_the_reconcile() {
         .build()
         .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
-    world
-        .sets
-        .client()
-        .create(set("b", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
+    world.create_set("b", 1).await;
     world
         .until("both reconciles finished", |_| {
             finished.load(Ordering::SeqCst) == 2

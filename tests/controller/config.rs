@@ -118,12 +118,7 @@ async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_re
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("a reconciled", |_| !probe.runs_of("a").is_empty())
         .await;

@@ -10,12 +10,7 @@ async fn converges_after_create_scale_and_delete_and_recreates_deleted_members()
         .build()
         .expect("valid");
     world.spawn(controller);
-    world
-        .sets
-        .client()
-        .create(set("web", 4))
-        .await
-        .expect("created");
+    world.create_set("web", 4).await;
     world.until("4 members", |w| w.members_of("web") == 4).await;
 
     let victim = world.members.snapshot().objects[0].name.clone();
@@ -70,12 +65,7 @@ async fn a_thousand_sets_converge_under_dropped_and_duplicated_events() {
             .expect("valid"),
     );
     for i in 0..1_000 {
-        world
-            .sets
-            .client()
-            .create(set(&format!("s{i}"), 1 + i % 3))
-            .await
-            .expect("created");
+        world.create_set(&format!("s{i}"), 1 + i % 3).await;
     }
     world
         .until("every set has its members", |w| {

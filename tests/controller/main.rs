@@ -130,14 +130,19 @@ impl World {
         }));
     }
 
+    /// Creates the set `name` wanting `replicas` members.
+    async fn create_set(&self, name: &str, replicas: usize) {
+        self.sets
+            .client()
+            .create(set(name, replicas))
+            .await
+            .expect("created");
+    }
+
     /// Creates sets `{prefix}0` … `{prefix}{count - 1}`, with no members.
     async fn create_sets(&self, prefix: &str, count: usize) {
         for n in 0..count {
-            self.sets
-                .client()
-                .create(set(&format!("{prefix}{n}"), 0))
-                .await
-                .expect("created");
+            self.create_set(&format!("{prefix}{n}"), 0).await;
         }
     }
 

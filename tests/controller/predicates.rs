@@ -12,12 +12,7 @@ async fn predicates_filter_events() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("initial run", |_| probe.runs_of("a").len() == 1)
         .await;
@@ -57,12 +52,7 @@ async fn assert_a_filtered_source(
     trigger: Trigger,
 ) {
     world.spawn(controller);
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("initial run", |_| probe.runs_of("a").len() == 1)
         .await;
@@ -125,18 +115,8 @@ async fn an_object_moving_to_another_owner_enqueues_both() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
-    world
-        .sets
-        .client()
-        .create(set("b", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
+    world.create_set("b", 1).await;
     world
         .until("initial runs", |_| {
             probe.runs_of("a").len() == 1 && probe.runs_of("b").len() == 1

@@ -14,12 +14,7 @@ async fn errors_are_retried_on_the_exponential_schedule_and_reset_by_success() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("5 runs", |_| probe.runs_of("a").len() == 5)
         .await;
@@ -54,12 +49,7 @@ async fn terminal_errors_are_not_retried() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("one run", |_| probe.runs_of("a").len() == 1)
         .await;
@@ -109,12 +99,7 @@ async fn a_requeue_or_retry_after_duration_max_waits_until_the_next_change() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     let runs = |probe: &Arc<Probe>, n: usize| {
         let probe = Arc::clone(probe);
         move |_: &World| probe.runs_of("a").len() >= n

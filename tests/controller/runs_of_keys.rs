@@ -102,12 +102,7 @@ async fn a_hanging_reconcile_in_a_run_of_keys_holds_back_no_other_key() {
 async fn a_waiting_reconcile_holds_no_other_key_of_its_run_in_flight() {
     let world = World::new(None);
     world.create_sets("q", 60).await;
-    world
-        .sets
-        .client()
-        .create(set("hang", 0))
-        .await
-        .expect("created");
+    world.create_set("hang", 0).await;
     let reconciler = Arc::new(HangOnH::default());
     let controller = Controller::builder("sets", &world.set_informer, Arc::clone(&reconciler))
         .concurrency(NonZeroUsize::new(1).expect("non-zero"))

@@ -50,12 +50,7 @@ async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
             .build()
             .expect("valid"),
     );
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("a retry after the timeout", |_| {
             hang.started.load(Ordering::SeqCst) >= 2
@@ -76,12 +71,7 @@ async fn a_slow_reconcile_does_not_block_other_keys() {
             .expect("valid"),
     );
     for name in ["a", "b", "c"] {
-        world
-            .sets
-            .client()
-            .create(set(name, 1))
-            .await
-            .expect("created");
+        world.create_set(name, 1).await;
     }
     world
         .until("three reconciles at once", |_| {
@@ -101,12 +91,7 @@ async fn shutdown_waits_the_grace_period_then_cancels_and_leaves_no_task() {
         .expect("valid");
     let stop = CancellationToken::new();
     let run = tokio::spawn(controller.run(stop.clone()));
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     world
         .until("the reconcile started", |_| {
             hang.started.load(Ordering::SeqCst) == 1

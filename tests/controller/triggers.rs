@@ -5,12 +5,7 @@ use super::*;
 #[tokio::test(start_paused = true)]
 async fn triggers_say_why_each_reconcile_ran() {
     let mut world = World::new(None);
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     let probe = Arc::new(Probe {
         requeue: Some(Duration::from_secs(60)),
         ..Probe::default()
@@ -58,12 +53,7 @@ async fn triggers_say_why_each_reconcile_ran() {
 #[tokio::test(start_paused = true)]
 async fn a_change_before_the_retry_timer_still_reports_the_retry() {
     let mut world = World::new(None);
-    world
-        .sets
-        .client()
-        .create(set("a", 1))
-        .await
-        .expect("created");
+    world.create_set("a", 1).await;
     let probe = Arc::new(Probe {
         fail_first: 1,
         ..Probe::default()
@@ -116,12 +106,7 @@ fn ran(probe: &Arc<Probe>, key: &str, n: usize) -> impl Fn(&World) -> bool + use
 
 /// A set created now is reconciled again by the controller's resync.
 async fn assert_a_new_set_is_resynced(world: &World, probe: &Arc<Probe>) {
-    world
-        .sets
-        .client()
-        .create(set("b", 1))
-        .await
-        .expect("created");
+    world.create_set("b", 1).await;
     world.until("b", ran(probe, "b", 1)).await;
     sleep(Duration::from_secs(1200)).await;
     assert!(

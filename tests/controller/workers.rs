@@ -15,12 +15,7 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
         .expect("valid");
     world.spawn(controller);
     for name in ["a", "b", "c"] {
-        world
-            .sets
-            .client()
-            .create(set(name, 1))
-            .await
-            .expect("created");
+        world.create_set(name, 1).await;
     }
     let mut last_update = Instant::now();
     for round in 0..200 {
