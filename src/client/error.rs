@@ -1,5 +1,7 @@
 //! The one error type of every backend's client.
 
+use std::time::Duration;
+
 use crate::error::BoxError;
 
 use crate::client::FencingToken;
@@ -114,6 +116,21 @@ pub enum ClientError {
         #[source]
         source: BoxError,
     },
+    /// The backend is overloaded or throttling this client and said when
+    /// to try again (Kubernetes: a `429 Too Many Requests`, or a `5xx`
+    /// whose status gives `retryAfterSeconds`). A write was not applied.
+    /// Give [`retry_after`](Self::retry_after) to
+    /// [`ErrorPolicy::RetryAfter`](crate::controller::ErrorPolicy::RetryAfter).
+    #[error("backend `{backend}` asks to retry after {retry_after:?}")]
+    RetryLater {
+        /// The backend's name (its source's name).
+        backend: String,
+        /// How long the backend asked to wait.
+        retry_after: Duration,
+        /// What the backend reported.
+        #[source]
+        source: BoxError,
+    },
     /// The backend cannot do this at all (server-side apply anywhere but
     /// on Kubernetes).
     #[error("backend `{backend}` does not support {operation}")]
@@ -168,7 +185,34 @@ impl ClientError {
     /// fresh read first (see [`Client::modify`](super::Client::modify)).
     #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
+        matches!(self, Self::Unavailable { .. } | Self::RetryLater { .. })
+    }
+
+    /// How long the backend asked to wait before a retry
+    /// ([`RetryLater`](Self::RetryLater)); `None` for every other error.
+    ///
+    /// # Examples
+    ///
+    /// A reconciler whose errors are the client's waits as long as the
+    /// backend asks, and backs off as usual otherwise:
+    ///
+    /// ```
+    /// use tend::client::ClientError;
+    /// use tend::controller::ErrorPolicy;
+    ///
+    /// fn error_policy(error: &ClientError) -> ErrorPolicy {
+    ///     error.retry_after().map_or(ErrorPolicy::Retry, ErrorPolicy::RetryAfter)
+    /// }
+    ///
+    /// let missing = ClientError::not_found(&"web");
+    /// assert_eq!(error_policy(&missing), ErrorPolicy::Retry);
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RetryLater { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
     }
 
     /// A [`NotFound`](Self::NotFound) for `key`.

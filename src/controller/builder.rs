@@ -96,6 +96,7 @@ pub(crate) struct Config {
     pub(crate) concurrency: NonZeroUsize,
     pub(crate) resync: Option<Duration>,
     pub(crate) reconcile_timeout: Option<Duration>,
+    pub(crate) max_retry_after: Duration,
     pub(crate) background: Priority,
     pub(crate) sync_timeout: Duration,
     pub(crate) shutdown_grace: Duration,
@@ -122,6 +123,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 concurrency: NonZeroUsize::new(4).expect("4 is not zero"),
                 resync: None,
                 reconcile_timeout: Some(Duration::from_secs(300)),
+                max_retry_after: DEFAULT_MAX_RETRY_AFTER,
                 background: Priority::LOW,
                 sync_timeout: Duration::from_secs(120),
                 shutdown_grace: Duration::from_secs(30),
@@ -291,6 +293,15 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
+    /// The longest delay a reconcile error's
+    /// [`ErrorPolicy::RetryAfter`](super::ErrorPolicy::RetryAfter) gets
+    /// (default 1000 s, the default backoff's cap); a longer one waits this
+    /// long. Must not be zero.
+    pub fn max_retry_after(mut self, bound: Duration) -> Self {
+        self.config.max_retry_after = bound;
+        self
+    }
+
     /// The priority of initial-list and resync keys (default
     /// [`Priority::LOW`], below fresh changes).
     pub fn background_priority(mut self, priority: Priority) -> Self {
@@ -420,6 +431,9 @@ pub const DEBOUNCE_WINDOWS: u32 = 4;
 /// How long a key waits for the caches it wrote to, by default.
 pub(crate) const DEFAULT_READ_YOUR_WRITES: Duration = Duration::from_secs(10);
 
+/// The longest delay an error's `RetryAfter` gets, by default.
+const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(1000);
+
 /// The most workers a controller runs (see `concurrency`).
 const MAX_CONCURRENCY: usize = 1 << 16;
 
@@ -443,6 +457,10 @@ impl<O: Object, R> ControllerBuilder<O, R> {
                     config.reconcile_timeout,
                 ),
                 (ControllerSetting::SyncTimeout, Some(config.sync_timeout)),
+                (
+                    ControllerSetting::MaxRetryAfter,
+                    Some(config.max_retry_after),
+                ),
                 (
                     ControllerSetting::ShutdownGrace,
                     Some(config.shutdown_grace),

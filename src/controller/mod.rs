@@ -185,6 +185,8 @@ pub enum ControllerSetting {
     Resync,
     /// [`ControllerBuilder::reconcile_timeout`].
     ReconcileTimeout,
+    /// [`ControllerBuilder::max_retry_after`].
+    MaxRetryAfter,
     /// [`ControllerBuilder::sync_timeout`], or the environment's.
     SyncTimeout,
     /// [`ControllerBuilder::shutdown_grace`].
@@ -203,6 +205,7 @@ impl fmt::Display for ControllerSetting {
             Self::Name => "name",
             Self::Resync => "resync",
             Self::ReconcileTimeout => "reconcile_timeout",
+            Self::MaxRetryAfter => "max_retry_after",
             Self::SyncTimeout => "sync_timeout",
             Self::ShutdownGrace => "shutdown_grace",
             Self::ReadYourWrites => "read_your_writes",
@@ -483,6 +486,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             sink: sink.clone(),
             caches: Arc::new(caches),
             timeout: config.reconcile_timeout,
+            max_retry_after: config.max_retry_after,
             observer,
             workers: config.concurrency.get(),
             gate: config.read_your_writes.map(Gate::new),

@@ -165,6 +165,19 @@ pub enum ErrorPolicy {
     /// reconcile, it runs again at once for that change, and the failure is
     /// not counted (unlike client-go): the new state may not fail.
     Retry,
+    /// Retry the key after this long instead of its backoff, for this
+    /// attempt only: the error said when (a `Retry-After`, a `429` with a
+    /// delay, "the volume is attaching, try in a minute"; see
+    /// [`ClientError::retry_after`](crate::client::ClientError::retry_after)).
+    /// It is still a failure: logged and counted as an error, and one more
+    /// on the key's record, so a later error that does not say backs off
+    /// as the next failure would. The delay is bounded:
+    /// at least [`Action::MIN_REQUEUE_DELAY`], at most
+    /// [`ControllerBuilder::max_retry_after`](super::ControllerBuilder::max_retry_after)
+    /// (1000 s by default), so `Duration::MAX` cannot park a key for ever.
+    /// As with `Retry`, a change that arrived during the failed reconcile
+    /// runs it again at once.
+    RetryAfter(Duration),
     /// Do not retry: the error is logged and counted, the key's backoff state
     /// is dropped, and only a new change or resync runs it again (invalid
     /// specs that no retry can fix).

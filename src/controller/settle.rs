@@ -139,6 +139,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 tracing::warn!(%error, "reconcile failed, retrying with backoff");
                 Outcome::Error
             }
+            ErrorPolicy::RetryAfter(delay) => {
+                // Not `clamp`: it panics on a bound below the floor.
+                let delay = delay
+                    .min(self.max_retry_after)
+                    .max(Action::MIN_REQUEUE_DELAY);
+                self.sink.push_retry_after(key.clone(), delay, priority);
+                tracing::warn!(%error, ?delay, "reconcile failed, retrying after the delay its error gave");
+                Outcome::Error
+            }
         }
     }
 

@@ -81,6 +81,17 @@ impl<K: crate::QueueKey> Enqueue<K> {
             .enqueue(key, When::Backoff { floor }, priority, trigger.into());
     }
 
+    /// Queues `key` after `delay` instead of its rate limiter's, still one
+    /// more failure on its record (an error that said when to retry).
+    pub(crate) fn push_retry_after(&self, key: K, delay: Duration, priority: Priority) {
+        self.queue.enqueue(
+            key,
+            When::RetryAfter(delay),
+            priority,
+            Trigger::Retry.into(),
+        );
+    }
+
     /// Puts `key`, handed out but not reconciled, back as it was: at once,
     /// at its priority, with its triggers (it stays in flight until `done`,
     /// which makes it ready again).

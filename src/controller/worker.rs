@@ -33,6 +33,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) sink: Enqueue<O::Key>,
     pub(super) caches: Arc<Caches>,
     pub(super) timeout: Option<Duration>,
+    /// The longest delay an error's [`ErrorPolicy::RetryAfter`](super::ErrorPolicy) gets.
+    pub(super) max_retry_after: Duration,
     pub(super) observer: Arc<dyn ControllerObserver>,
     /// How many workers share the queue.
     pub(super) workers: usize,

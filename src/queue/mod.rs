@@ -117,6 +117,11 @@ pub enum When {
         /// The shortest delay, whatever the rate limiter says.
         floor: Duration,
     },
+    /// After this long instead of the rate limiter's delay, still recording
+    /// one more failure with it (a retry whose error said when: a
+    /// `Retry-After`); a key already pending stays as it is, as with
+    /// [`Backoff`](When::Backoff).
+    RetryAfter(Duration),
 }
 
 /// One add of a run given to [`WorkQueue::add_many`].
@@ -127,6 +132,15 @@ pub(crate) struct Add<K, T> {
     pub(crate) payload: T,
     /// A change event: debounced if the queue debounces, else at once.
     pub(crate) debounced: bool,
+}
+
+/// A retry's delay, from the rate limiter's answer.
+#[derive(Debug, Clone, Copy)]
+enum Backoff {
+    /// The rate limiter's delay, at least this long.
+    Floor(Duration),
+    /// This delay; the rate limiter's is not used.
+    Instead(Duration),
 }
 
 /// How long a retry waits when its rate limiter panicked: long enough not
@@ -262,7 +276,12 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
                 });
                 self.after_schedule(scheduled);
             }
-            When::Backoff { floor } => self.enqueue_backoff(key, floor, priority, payload),
+            When::Backoff { floor } => {
+                self.enqueue_backoff(key, Backoff::Floor(floor), priority, payload);
+            }
+            When::RetryAfter(delay) => {
+                self.enqueue_backoff(key, Backoff::Instead(delay), priority, payload);
+            }
         }
     }
 
@@ -300,9 +319,10 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
         );
     }
 
-    /// [`When::Backoff`]: after the rate limiter's delay, at least `floor`;
-    /// a pending key only gets `payload` (see [`add_rate_limited`](Self::add_rate_limited)).
-    fn enqueue_backoff(&self, key: K, floor: Duration, priority: Priority, payload: T) {
+    /// [`When::Backoff`] and [`When::RetryAfter`]: one more failure recorded
+    /// with the rate limiter, then the delay `backoff` says; a pending key
+    /// only gets `payload` (see [`add_rate_limited`](Self::add_rate_limited)).
+    fn enqueue_backoff(&self, key: K, backoff: Backoff, priority: Priority, payload: T) {
         let now = self.now();
         let scheduled = self.with_core(|core| {
             if core.is_shut_down() || core.merge_pending(&key, payload) {
@@ -312,7 +332,10 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
                 Some(delay) => (delay, None),
                 None => (LIMITER_PANIC_DELAY, Some(key.clone())),
             };
-            let delay = delay.max(floor);
+            let delay = match backoff {
+                Backoff::Floor(floor) => delay.max(floor),
+                Backoff::Instead(delay) => delay,
+            };
             Some((
                 core.add_after(key, now.after(delay), priority, payload, now),
                 panicked,

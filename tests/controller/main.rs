@@ -22,6 +22,7 @@ mod config;
 mod convergence;
 mod predicates;
 mod retries;
+mod retry_after;
 mod runs_of_keys;
 mod timeouts;
 mod triggers;

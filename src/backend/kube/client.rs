@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use either::Either;
 use kube::api::{DeleteParams, PatchParams, Preconditions};
 
-use super::endpoint::{Endpoint, KubeResource, is_missing};
+use super::endpoint::{Endpoint, KubeResource, is_missing, retry_after};
 use super::object::{key_of, revision_of};
 use crate::client::FencingToken;
 use crate::client::{Backend, Client, ClientError, Fencing};
@@ -85,6 +85,13 @@ where
             }
             _ => return ClientError::unavailable(self.name(), error),
         };
+        if let Some(retry_after) = retry_after(status) {
+            return ClientError::RetryLater {
+                backend: self.name().to_owned(),
+                retry_after,
+                source: error.into(),
+            };
+        }
         match (status.code, status.reason.as_str()) {
             (404, _) if is_missing(&error, &key.name) => ClientError::not_found(key),
             // A route the server lacks (a kind not installed, a status

@@ -3,6 +3,7 @@
 //! client (auth, TLS, kubeconfig and encoding are kube-rs's).
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use either::Either;
 use futures::Stream;
@@ -192,6 +193,22 @@ pub(crate) fn is_missing(error: &kube::Error, name: &str) -> bool {
     }
 }
 
+/// How long the server asked to wait: a `429`, or a `5xx` whose status
+/// gives `retryAfterSeconds` (at least a second for a `429` that does not
+/// say, as client-go waits); `None` for any other status.
+pub(crate) fn retry_after(status: &Status) -> Option<Duration> {
+    let said = status
+        .details
+        .as_ref()
+        .map(|d| d.retry_after_seconds)
+        .filter(|&seconds| seconds > 0);
+    match status.code {
+        429 => Some(Duration::from_secs(said.unwrap_or(1).into())),
+        500..=599 => said.map(|seconds| Duration::from_secs(seconds.into())),
+        _ => None,
+    }
+}
+
 /// The HTTP status of an API error (`409`, `410` …), if `error` is one.
 pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
     match error {
@@ -214,6 +231,38 @@ mod tests {
             serde_json::from_value::<StatusDetails>(details).expect("valid details")
         });
         kube::Error::Api(Box::new(status))
+    }
+
+    fn status(code: u16, retry_after_seconds: Option<u32>) -> Status {
+        let mut status = Status::failure("busy", "TooManyRequests");
+        status.code = code;
+        status.details = retry_after_seconds.map(|seconds| {
+            let details = serde_json::json!({ "retryAfterSeconds": seconds });
+            serde_json::from_value::<StatusDetails>(details).expect("valid details")
+        });
+        status
+    }
+
+    #[test]
+    fn a_429_or_a_5xx_that_says_when_asks_to_retry_after_that_long() {
+        let s = Duration::from_secs;
+        assert_eq!(retry_after(&status(429, Some(7))), Some(s(7)));
+        assert_eq!(
+            retry_after(&status(429, None)),
+            Some(s(1)),
+            "a 429 that does not say"
+        );
+        assert_eq!(retry_after(&status(429, Some(0))), Some(s(1)));
+        assert_eq!(
+            retry_after(&status(503, Some(u32::MAX))),
+            Some(s(u32::MAX.into()))
+        );
+        assert_eq!(
+            retry_after(&status(500, None)),
+            None,
+            "a 5xx that does not say"
+        );
+        assert_eq!(retry_after(&status(409, Some(3))), None, "not a throttle");
     }
 
     #[test]
