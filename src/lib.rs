@@ -442,5 +442,5 @@ pub use queue::{
 pub use tokio_util::sync::CancellationToken;
 
 pub use error::{BoxError, SettingError};
-pub use object::{Deletion, Lifecycle, Object, ObjectKey, Revision};
+pub use object::{Deletion, LabelSelector, Lifecycle, Object, ObjectKey, Revision, SelectorError};
 pub use source::{Change, Snapshot, Source, SourceError, WatchStream};

@@ -10,12 +10,16 @@
 mod key;
 mod lifecycle;
 mod revision;
+mod selector;
+
+use std::collections::BTreeMap;
 
 use crate::key::QueueKey;
 
 pub use self::key::ObjectKey;
 pub use self::lifecycle::{Deletion, Lifecycle};
 pub use self::revision::Revision;
+pub use self::selector::{LabelSelector, SelectorError};
 
 /// One item of state that a controller observes.
 ///
@@ -107,6 +111,19 @@ pub trait Object: Clone + Send + Sync + 'static {
     fn spec_changed(&self, old: &Self) -> bool {
         let _ = old;
         false
+    }
+
+    /// The labels, if this type has them (default: `None`; a Kubernetes
+    /// object's are its `metadata.labels`). The label predicates and
+    /// [`LabelSelector`] read them.
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+
+    /// The annotations, if this type has them (default: `None`; a
+    /// Kubernetes object's are its `metadata.annotations`).
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        None
     }
 
     /// The finalizers and deletion mark, if this type supports finalizers

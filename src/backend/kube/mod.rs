@@ -101,6 +101,7 @@ mod events;
 mod names;
 mod object;
 mod owner;
+mod selector;
 mod source;
 
 pub use self::election::{ElectionBuildError, KubeElection, KubeElectionBuilder};

@@ -1,6 +1,7 @@
 //! Every kube-rs resource is an [`Object`]: no newtype around `Pod` or a
 //! `CustomResource`.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -104,6 +105,14 @@ where
 
     fn set_generation(&mut self, generation: u64) {
         self.meta_mut().generation = i64::try_from(generation).ok();
+    }
+
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.meta().labels.as_ref()
+    }
+
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        self.meta().annotations.as_ref()
     }
 
     fn finalizer_names(&self) -> Option<&[String]> {

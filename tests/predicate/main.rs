@@ -1,5 +1,7 @@
 //! Predicates: the combinators and the built-in filters, on hand-made events.
 
+mod metadata;
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::sync::Arc;
