@@ -86,7 +86,27 @@ async fn a_finalizers_cleanup_runs_exactly_once_across_a_controller_restart_on_e
         .request_timeout(Duration::from_secs(2))
         .build();
     let informer = || Informer::builder(source.clone()).build().unwrap();
-    cleanup::cleanup_runs_exactly_once_across_a_restart(source.client(), informer, LIMIT).await;
+    let volume = suite::volume("v", &[]);
+    cleanup::cleanup_runs_exactly_once_across_a_restart(source.client(), informer, volume, LIMIT)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizers_failing_cleanup_is_retried_until_it_succeeds_on_etcd() {
+    let etcd = server().await;
+    let kv = client(&etcd).await;
+    let source = EtcdSource::builder("volumes", kv, "/retried/volumes/")
+        .request_timeout(Duration::from_secs(2))
+        .build();
+    let informer = || Informer::builder(source.clone()).build().unwrap();
+    let volume = suite::volume("v", &[]);
+    cleanup::a_failing_cleanup_is_retried_until_it_succeeds(
+        source.client(),
+        informer,
+        volume,
+        LIMIT,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

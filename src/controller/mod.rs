@@ -31,6 +31,7 @@ mod departed;
 mod environment;
 mod external;
 mod feed;
+mod finalizer;
 mod gate;
 mod last_states;
 mod observer;
@@ -56,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::environment::Environment;
+pub use self::finalizer::{Finalize, FinalizerError, finalizer};
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
@@ -504,12 +506,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         if let Some(feed) = feed {
             tasks.spawn(feed.run(env.stop.clone()));
         }
-        // Ends the keys held for their writes; stops after the workers.
-        let gated = CancellationToken::new();
-        let mut gate = JoinSet::new();
-        if worker.gate.is_some() {
-            gate.spawn(Arc::clone(&worker).watch_writes(gated.clone()));
-        }
+        let (gated, mut gate) = spawn_gate(&worker);
         // The abort token ends the workers at once: the run ends then too.
         tokio::select! {
             () = env.stop.cancelled() => {}
@@ -645,4 +642,17 @@ fn hard_stop_of<K>(env: &Environment<K>) -> CancellationToken {
     env.abort
         .as_ref()
         .map_or_else(CancellationToken::new, CancellationToken::child_token)
+}
+
+/// Ends the keys held for their writes (read-your-writes on), until the
+/// token returned is cancelled: after the workers stop.
+fn spawn_gate<O: Object, R: Reconciler<O>>(
+    worker: &Arc<Worker<O, R>>,
+) -> (CancellationToken, JoinSet<()>) {
+    let gated = CancellationToken::new();
+    let mut gate = JoinSet::new();
+    if worker.gate.is_some() {
+        gate.spawn(Arc::clone(worker).watch_writes(gated.clone()));
+    }
+    (gated, gate)
 }

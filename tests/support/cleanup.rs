@@ -1,73 +1,99 @@
-//! Cleanup that survives a restart, on any backend: a controller whose
-//! reconcile puts a finalizer on every volume and, once a volume is being
-//! deleted, performs an external cleanup (counted) and removes the
-//! finalizer. Run by `tests/client.rs` (memory) and `tests/etcd_client.rs`.
+//! Cleanup by finalizer, on any backend, through `tend::controller::finalizer`:
+//! a controller that keeps a finalizer on every object and, once one is
+//! being deleted, performs an external cleanup (counted) before the helper
+//! removes the finalizer. Run by `tests/client.rs` (memory),
+//! `tests/etcd_client.rs` and `tests/kube_client.rs`.
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use tend::client::{Client, ClientError};
-use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::client::Client;
+use tend::controller::{
+    Action, Context, Controller, Finalize, FinalizerError, Reconciler, finalizer,
+};
 use tend::testing::Harness;
 use tend::{Informer, Object};
-
-use crate::suite::{Volume, volume};
 
 /// The finalizer the cleaner owns.
 pub const FINALIZER: &str = "tend.test/cleanup";
 
-/// Puts [`FINALIZER`] on volumes, cleans up deleted ones once.
-pub struct Cleaner {
-    pub client: Client<Volume>,
-    /// External cleanups performed.
-    pub cleanups: Arc<AtomicU32>,
-    /// When set, a reconcile that finds a volume being deleted says so
-    /// (`stalled`) and never returns: the process is about to die.
+/// The external system refused the cleanup.
+#[derive(Debug)]
+pub struct Refused;
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the external system refused the cleanup")
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// What the cleaner counts and how it misbehaves.
+#[derive(Default)]
+pub struct Counts {
+    /// Cleanups that succeeded.
+    pub cleanups: AtomicU32,
+    /// Cleanups attempted (failed ones too).
+    pub attempts: AtomicU32,
+    /// Live objects applied.
+    pub applies: AtomicU32,
+    /// Cleanups still to fail before one succeeds.
+    pub failures_left: AtomicU32,
+    /// When set, a cleanup says so (`stalled`) and never returns: the
+    /// process is about to die.
     pub stall: Option<Arc<AtomicBool>>,
 }
 
-impl Reconciler<Volume> for Cleaner {
-    type Error = ClientError;
+/// Keeps [`FINALIZER`] on objects, cleans up deleted ones once.
+pub struct Cleaner(pub Arc<Counts>);
 
-    async fn reconcile(&self, ctx: Context<Volume>) -> Result<Action, ClientError> {
-        let Some(volume) = ctx.object() else {
-            return Ok(Action::Done);
-        };
-        if volume.deletion().is_none() {
-            self.client.add_finalizer(ctx.key(), FINALIZER).await?;
-            return Ok(Action::Done);
-        }
-        if let Some(stalled) = &self.stall {
-            stalled.store(true, Ordering::SeqCst);
-            std::future::pending::<()>().await;
-        }
-        // A live read: the cache may still show the finalizer just removed.
-        let live = self.client.get(ctx.key()).await?;
-        if live.is_some_and(|v| v.lifecycle.has_finalizer(FINALIZER)) {
-            self.cleanups.fetch_add(1, Ordering::SeqCst);
-            self.client.remove_finalizer(ctx.key(), FINALIZER).await?;
-        }
-        Ok(Action::Done)
+impl<O: Object + PartialEq> Reconciler<O> for Cleaner {
+    type Error = FinalizerError<Refused>;
+
+    async fn reconcile(&self, ctx: Context<O>) -> Result<Action, Self::Error> {
+        let counts = &self.0;
+        finalizer(&ctx, FINALIZER, |step| async move {
+            match step {
+                Finalize::Apply(_) => {
+                    counts.applies.fetch_add(1, Ordering::SeqCst);
+                }
+                Finalize::Cleanup(_) => {
+                    counts.attempts.fetch_add(1, Ordering::SeqCst);
+                    if let Some(stalled) = &counts.stall {
+                        stalled.store(true, Ordering::SeqCst);
+                        std::future::pending::<()>().await;
+                    }
+                    let failing = counts.failures_left.fetch_update(
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                        |n| n.checked_sub(1),
+                    );
+                    if failing.is_ok() {
+                        return Err(Refused);
+                    }
+                    counts.cleanups.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            Ok(Action::Done)
+        })
+        .await
     }
 }
 
 /// Runs a cleaner over a fresh informer from `informer` in a new harness.
-fn start(
-    informer: &impl Fn() -> Informer<Volume>,
-    client: &Client<Volume>,
-    cleanups: &Arc<AtomicU32>,
-    stall: Option<Arc<AtomicBool>>,
+fn start<O: Object + PartialEq>(
+    informer: &impl Fn() -> Informer<O>,
+    client: &Client<O>,
+    counts: &Arc<Counts>,
 ) -> Harness {
     let informer = informer();
-    let cleaner = Cleaner {
-        client: client.clone(),
-        cleanups: Arc::clone(cleanups),
-        stall,
-    };
-    let controller = Controller::builder("cleaner", informer.clone(), cleaner)
+    let controller = Controller::builder("cleaner", informer.clone(), Cleaner(Arc::clone(counts)))
+        .client(client.clone())
         .build()
         .expect("a valid controller");
     let mut harness = Harness::new();
@@ -76,44 +102,107 @@ fn start(
     harness
 }
 
+/// Whether the stored object under `key` carries [`FINALIZER`].
+async fn guarded<O: Object>(client: &Client<O>, key: &O::Key) -> Option<O> {
+    let stored = client.get(key).await.expect("read");
+    stored.filter(|o| {
+        o.finalizer_names()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+    })
+}
+
 /// The controller is killed after it saw the delete and before it cleaned
 /// up; a new one (fresh informer, fresh memory) cleans up exactly once and
-/// the volume then disappears.
-pub async fn cleanup_runs_exactly_once_across_a_restart(
-    client: Client<Volume>,
-    informer: impl Fn() -> Informer<Volume>,
+/// the object then disappears; a third one never cleans it up again.
+pub async fn cleanup_runs_exactly_once_across_a_restart<O: Object + PartialEq>(
+    client: Client<O>,
+    informer: impl Fn() -> Informer<O>,
+    object: O,
     limit: Duration,
 ) {
-    let cleanups = Arc::new(AtomicU32::new(0));
-    client.create(volume("v", &[])).await.unwrap();
+    let key = client.create(object).await.expect("created").key();
     let stalled = Arc::new(AtomicBool::new(false));
-    let mut first = start(&informer, &client, &cleanups, Some(Arc::clone(&stalled)));
-    first.settle(limit).await.unwrap();
-    let key = "v".to_owned();
-    let guarded = client.get(&key).await.unwrap().unwrap();
-    assert!(guarded.lifecycle.has_finalizer(FINALIZER), "{guarded:?}");
+    let stalling = Arc::new(Counts {
+        stall: Some(Arc::clone(&stalled)),
+        ..Counts::default()
+    });
+    let mut first = start(&informer, &client, &stalling);
+    first.settle(limit).await.expect("settled");
+    assert!(
+        guarded(&client, &key).await.is_some(),
+        "the finalizer was added"
+    );
+    // Applied right after adding it, not only once its write comes back
+    // (a generation predicate would drop that write's event).
+    assert!(stalling.applies.load(Ordering::SeqCst) >= 1, "applied");
 
-    client.delete(&key).await.unwrap();
-    crate::support::eventually("the delete to reach the reconcile", limit, || {
+    client.delete(&key).await.expect("delete asked");
+    crate::support::eventually("the delete to reach the cleanup", limit, || {
         stalled.load(Ordering::SeqCst)
     })
     .await;
-    drop(first); // killed: its tasks are aborted mid-reconcile
-    let marked = client
-        .get(&key)
-        .await
-        .unwrap()
-        .expect("kept by its finalizer");
+    drop(first); // killed: its tasks are aborted mid-cleanup
+    let marked = guarded(&client, &key).await.expect("kept by its finalizer");
     assert!(marked.deletion().is_some());
-    assert_eq!(cleanups.load(Ordering::SeqCst), 0);
 
-    let mut second = start(&informer, &client, &cleanups, None);
-    second.settle(limit).await.unwrap();
-    assert_eq!(cleanups.load(Ordering::SeqCst), 1, "cleaned up once");
-    assert_eq!(client.get(&key).await.unwrap(), None, "then removed");
-    second.shutdown().await.unwrap();
-    let mut third = start(&informer, &client, &cleanups, None);
-    third.settle(limit).await.unwrap();
-    assert_eq!(cleanups.load(Ordering::SeqCst), 1, "and never again");
-    third.shutdown().await.unwrap();
+    let counts = Arc::new(Counts::default());
+    let mut second = start(&informer, &client, &counts);
+    second.settle(limit).await.expect("settled");
+    assert_eq!(counts.cleanups.load(Ordering::SeqCst), 1, "cleaned up once");
+    assert!(
+        client.get(&key).await.expect("read").is_none(),
+        "then removed"
+    );
+    second.shutdown().await.expect("stopped");
+    let mut third = start(&informer, &client, &counts);
+    third.settle(limit).await.expect("settled");
+    assert_eq!(counts.attempts.load(Ordering::SeqCst), 1, "and never again");
+    third.shutdown().await.expect("stopped");
+}
+
+/// A cleanup that fails keeps the finalizer (and the object) and is
+/// retried until it succeeds; then the object is removed.
+pub async fn a_failing_cleanup_is_retried_until_it_succeeds<O: Object + PartialEq>(
+    client: Client<O>,
+    informer: impl Fn() -> Informer<O>,
+    object: O,
+    limit: Duration,
+) {
+    let key = client.create(object).await.expect("created").key();
+    let counts = Arc::new(Counts {
+        failures_left: AtomicU32::new(u32::MAX),
+        ..Counts::default()
+    });
+    let mut harness = start(&informer, &client, &counts);
+    harness.settle(limit).await.expect("settled");
+    client.delete(&key).await.expect("delete asked");
+    crate::support::eventually("two failed cleanups", limit, || {
+        counts.attempts.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    let held = guarded(&client, &key).await;
+    assert!(
+        held.is_some_and(|o| o.deletion().is_some()),
+        "kept while the cleanup fails"
+    );
+    counts.failures_left.store(0, Ordering::SeqCst); // the external system is back
+    crate::support::eventually("the cleanup to succeed", limit, || {
+        counts.cleanups.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    harness.settle(limit).await.expect("settled");
+    assert!(
+        client.get(&key).await.expect("read").is_none(),
+        "removed after the cleanup"
+    );
+    assert!(
+        counts.attempts.load(Ordering::SeqCst) >= 3,
+        "retried after each failure"
+    );
+    assert_eq!(
+        counts.cleanups.load(Ordering::SeqCst),
+        1,
+        "and succeeded once"
+    );
+    harness.shutdown().await.expect("stopped");
 }
