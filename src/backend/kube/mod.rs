@@ -107,7 +107,8 @@ mod source;
 pub use self::election::{ElectionBuildError, KubeElection, KubeElectionBuilder};
 pub use self::endpoint::KubeResource;
 pub use self::events::{
-    DEFAULT_CAPACITY, DEFAULT_WINDOW, EventError, EventType, Occurrence, Recorder, Reporter,
+    DEFAULT_CAPACITY, DEFAULT_WINDOW, EmitStats, EventError, EventType, Occurrence, Recorder,
+    Reporter,
 };
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};

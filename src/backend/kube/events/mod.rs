@@ -4,6 +4,7 @@
 //! `cache.rs` remembers recent events and keeps one write per Event in
 //! flight; `draft.rs` turns a published [`Occurrence`] into the API object.
 
+mod background;
 mod cache;
 mod draft;
 
@@ -21,9 +22,12 @@ use kube::api::{Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub use self::background::EmitStats;
+use self::background::{Background, DEFAULT_QUEUE};
 use self::cache::{RecentEvents, Write};
 use self::draft::{Draft, EventKey};
 use super::endpoint::status_code;
+use crate::client::{Fences, Fencing, FencingToken};
 
 /// How long a repeat joins the series of the same event, by default:
 /// client-go's aggregation interval.
@@ -162,6 +166,25 @@ pub enum EventError {
         #[source]
         source: kube::Error,
     },
+    /// The event's token is no longer current: this replica no longer
+    /// leads (or owns the shard); nothing was sent.
+    #[error("fencing token {token} is no longer current: the event was not sent")]
+    Fenced {
+        /// The stale token.
+        token: FencingToken,
+    },
+    /// A token was given to a recorder without a fencing authority
+    /// ([`Recorder::fenced_by`]); nothing was sent.
+    #[error("an event with a fencing token, on a recorder without a fencing authority")]
+    NoFencing,
+    /// [`Recorder::emit`] found its queue full: the event was dropped
+    /// (and counted).
+    #[error("the event queue is full: the event was dropped")]
+    QueueFull,
+    /// [`Recorder::emit`] was called outside a tokio runtime, so no
+    /// background task can send it.
+    #[error("emitting an event needs a tokio runtime")]
+    NoRuntime,
     /// The API server could not be reached or failed.
     #[error("the API server could not record event `{name}`")]
     Unavailable {
@@ -213,9 +236,14 @@ impl EventError {
 ///
 /// # In a reconciler
 ///
-/// Hold the recorder in the reconciler (it is cheap to clone) and publish
-/// from `reconcile`: an event is supplementary information, so a failed
-/// publish is logged rather than failing the reconcile.
+/// Hold the recorder in the reconciler (it is cheap to clone) and
+/// [`emit`](Self::emit) from `reconcile`: the event is queued and sent in
+/// the background, so the reconcile does not wait for the API server; an
+/// event is supplementary information, so a failure is logged (and
+/// counted) rather than failing the reconcile. With the reconcile's
+/// fencing token ([`with_token`](Self::with_token)) on a recorder
+/// [`fenced_by`](Self::fenced_by) the election, a deposed leader's events
+/// are never sent. [`publish`](Self::publish) waits for the write instead.
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::ConfigMap;
@@ -242,8 +270,9 @@ impl EventError {
 ///             action: "Label".into(),
 ///             secondary: None,
 ///         };
-///         if let Err(error) = self.recorder.publish(&map.object_ref(&()), &event).await {
-///             tracing::warn!(%error, "publishing an event failed");
+///         let recorder = self.recorder.with_token(ctx.fencing_token());
+///         if let Err(error) = recorder.emit(&map.object_ref(&()), &event) {
+///             tracing::warn!(%error, "an event was not queued");
 ///         }
 ///         Ok(Action::Done)
 ///     }
@@ -255,23 +284,44 @@ impl EventError {
 ///     controller: "example.com/labeler".into(),
 ///     instance: std::env::var("POD_NAME").ok(),
 /// };
-/// let labeler = Labeler { recorder: Recorder::new(client, reporter) };
+/// let election = tend::kube::KubeElection::builder(client.clone(), "default", "labeler").build()?;
+/// let labeler = Labeler { recorder: Recorder::new(client, reporter).fenced_by(&election) };
 /// # drop(labeler); Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct Recorder {
+    publisher: Arc<Publisher>,
+    rules: Rules,
+    background: Arc<Background>,
+}
+
+/// What writes events: shared by a recorder's clones and its background
+/// sender.
+struct Publisher {
     client: kube::Client,
     reporter: Arc<Reporter>,
+    cache: Mutex<RecentEvents<EventKey>>,
+}
+
+/// How one recorder handle publishes: its settings, carried with each
+/// emitted event.
+#[derive(Clone)]
+struct Rules {
     window: Duration,
-    cache: Arc<Mutex<RecentEvents<EventKey>>>,
+    fencing: Option<Arc<dyn Fencing>>,
+    /// The token this handle's events are fenced with (`with_token`).
+    token: Option<FencingToken>,
 }
 
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let publisher = &self.publisher;
         f.debug_struct("Recorder")
-            .field("reporter", &self.reporter)
-            .field("window", &self.window)
-            .field("remembered", &self.cache.lock().len())
+            .field("reporter", &publisher.reporter)
+            .field("window", &self.rules.window)
+            .field("remembered", &publisher.cache.lock().len())
+            .field("fenced", &self.rules.fencing.is_some())
+            .field("token", &self.rules.token)
             .finish_non_exhaustive()
     }
 }
@@ -283,11 +333,20 @@ impl Recorder {
     pub fn new(client: kube::Client, reporter: impl Into<Reporter>) -> Self {
         let mut reporter = reporter.into();
         reporter.instance.get_or_insert_with(default_instance);
-        Self {
+        let publisher = Publisher {
             client,
             reporter: Arc::new(reporter),
+            cache: Mutex::new(RecentEvents::new(DEFAULT_CAPACITY)),
+        };
+        let rules = Rules {
             window: DEFAULT_WINDOW,
-            cache: Arc::new(Mutex::new(RecentEvents::new(DEFAULT_CAPACITY))),
+            fencing: None,
+            token: None,
+        };
+        Self {
+            publisher: Arc::new(publisher),
+            rules,
+            background: Arc::new(Background::new(DEFAULT_QUEUE)),
         }
     }
 
@@ -295,22 +354,90 @@ impl Recorder {
     /// [`DEFAULT_WINDOW`], 10 minutes; zero: never aggregate).
     #[must_use]
     pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
+        self.rules.window = window;
         self
     }
 
     /// How many recent events are remembered for aggregation (default
-    /// [`DEFAULT_CAPACITY`], 4096); forgets what was remembered so far.
+    /// [`DEFAULT_CAPACITY`], 4096); forgets what was remembered so far,
+    /// and no longer shares it, nor the emit queue, with earlier clones.
     #[must_use]
     pub fn capacity(mut self, capacity: NonZeroUsize) -> Self {
-        self.cache = Arc::new(Mutex::new(RecentEvents::new(capacity)));
+        let publisher = Publisher {
+            client: self.publisher.client.clone(),
+            reporter: Arc::clone(&self.publisher.reporter),
+            cache: Mutex::new(RecentEvents::new(capacity)),
+        };
+        self.publisher = Arc::new(publisher);
+        self.background = Arc::new(Background::new(self.background.capacity()));
         self
+    }
+
+    /// How many events [`emit`](Self::emit) holds while they wait to be
+    /// sent (default 1024); an emit beyond that is dropped and counted. No
+    /// longer shares the queue with earlier clones.
+    #[must_use]
+    pub fn queue_capacity(mut self, capacity: NonZeroUsize) -> Self {
+        self.background = Arc::new(Background::new(capacity));
+        self
+    }
+
+    /// Fences this recorder's events as a client fenced by `authority` is
+    /// fenced: an event published or emitted with a token
+    /// ([`with_token`](Self::with_token)) is sent only while the token is
+    /// current, checked just before it is sent, so a deposed leader
+    /// publishes nothing (what Kubernetes' local deadline guarantees: see
+    /// the module's "Fencing").
+    #[must_use]
+    pub fn fenced_by(mut self, authority: &impl Fences) -> Self {
+        self.rules.fencing = Some(authority.fencing());
+        self
+    }
+
+    /// A handle whose events carry `token` (a reconcile's
+    /// [`Context::fencing_token`](crate::controller::Context::fencing_token));
+    /// it shares everything else with this recorder. `None`: unfenced.
+    #[must_use]
+    pub fn with_token(&self, token: Option<FencingToken>) -> Self {
+        let mut handle = self.clone();
+        handle.rules.token = token;
+        handle
     }
 
     /// The reporter, its instance filled in.
     #[must_use]
     pub fn reporter(&self) -> &Reporter {
-        &self.reporter
+        &self.publisher.reporter
+    }
+
+    /// Queues `event` about the object `regarding` refers to and returns
+    /// at once: a background task publishes it as
+    /// [`publish`](Self::publish) would (fenced, aggregated), so a
+    /// reconcile never waits for the API server. A failed send is logged
+    /// and counted ([`emit_stats`](Self::emit_stats)), not returned.
+    ///
+    /// # Errors
+    ///
+    /// [`EventError::Invalid`] as `publish` (nothing queued);
+    /// [`EventError::QueueFull`] when [`queue_capacity`](Self::queue_capacity)
+    /// events wait already (this one is dropped and counted);
+    /// [`EventError::NoRuntime`] when called outside a tokio runtime.
+    pub fn emit(&self, regarding: &ObjectReference, event: &Occurrence) -> Result<(), EventError> {
+        let draft = Draft::new(regarding, event, &self.publisher.reporter)?;
+        self.background
+            .push(&self.publisher, draft, self.rules.clone())
+    }
+
+    /// Waits until every event emitted before this call was sent, dropped
+    /// as fenced, or failed.
+    pub async fn flush(&self) {
+        self.background.flush().await;
+    }
+
+    /// What [`emit`](Self::emit) did so far, over this recorder's clones.
+    #[must_use]
+    pub fn emit_stats(&self) -> EmitStats {
+        self.background.stats()
     }
 
     /// Publishes `event` about the object `regarding` refers to (from
@@ -334,15 +461,23 @@ impl Recorder {
         regarding: &ObjectReference,
         event: &Occurrence,
     ) -> Result<(), EventError> {
-        let draft = Draft::new(regarding, event, &self.reporter)?;
+        let draft = Draft::new(regarding, event, &self.publisher.reporter)?;
+        self.publisher.publish(&draft, &self.rules).await
+    }
+}
+
+impl Publisher {
+    /// Publishes `draft` unless its token is stale (checked first).
+    async fn publish(&self, draft: &Draft, rules: &Rules) -> Result<(), EventError> {
+        rules.check()?;
         let write = self
             .cache
             .lock()
-            .observe(&draft.key, Instant::now(), self.window, || {
+            .observe(&draft.key, Instant::now(), rules.window, || {
                 draft.fresh_name()
             });
         match write {
-            Some(write) => self.write(&draft, write).await,
+            Some(write) => self.write(draft, write).await,
             None => Ok(()),
         }
     }
@@ -391,6 +526,20 @@ impl Recorder {
                 cache.abandon(&draft.key, name);
                 Err(EventError::from_kube(name, error))
             }
+        }
+    }
+}
+
+impl Rules {
+    /// Refuses an event whose token is stale, as the client refuses a write.
+    fn check(&self) -> Result<(), EventError> {
+        let Some(token) = self.token else {
+            return Ok(());
+        };
+        match &self.fencing {
+            Some(fencing) if fencing.is_current(token) => Ok(()),
+            Some(_) => Err(EventError::Fenced { token }),
+            None => Err(EventError::NoFencing),
         }
     }
 }

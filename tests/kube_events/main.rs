@@ -1,15 +1,18 @@
 //! Kubernetes Events from a `Recorder` against a real API server: the
 //! fields the API stores, repeats aggregated into one Event's series
 //! (also when published concurrently), distinct events kept apart, an
-//! expired Event recorded anew, cluster-scoped objects, refusals.
+//! expired Event recorded anew, cluster-scoped objects, refusals; and
+//! (`queued.rs`) fencing and the background queue of `emit`.
 //!
 //! Needs kube-apiserver (`TEND_KUBE_APISERVER_BIN`) and etcd (see
 //! `tend::testing::kube`).
 
 #![cfg(feature = "kube")]
 
-#[path = "support/wait.rs"]
+#[path = "../support/wait.rs"]
 mod wait;
+
+mod queued;
 
 use std::time::Duration;
 
