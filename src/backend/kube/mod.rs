@@ -24,6 +24,20 @@
 //! is the API server that bumps it, so a `generation_changed` predicate
 //! sees no spec change on the memory backend.)
 //!
+//! # Versions
+//!
+//! tend re-exports the two crates it is built with, [`kube`](self::kube)
+//! (kube-rs 5.0) and [`k8s_openapi`](self::k8s_openapi) (0.29, with the
+//! Kubernetes API version feature `v1_36`: types for Kubernetes 1.36, and
+//! what they share with older servers). Write `tend::kube::kube::Api` and
+//! `tend::kube::k8s_openapi::api::core::v1::Pod` rather than depending on
+//! them yourself: the versions then always match tend's, and k8s-openapi's
+//! version feature, of which a build may have only one, is chosen once.
+//! A crate that needs another Kubernetes API version (or kube-rs's
+//! `derive`) depends on the same `kube` and `k8s-openapi` versions itself
+//! and enables the features it needs; Cargo unifies them with tend's, so
+//! only a *different* k8s-openapi version feature conflicts with `v1_36`.
+//!
 //! # Revisions
 //!
 //! tend compares versions to drop stale changes, so it needs them to grow.
@@ -103,6 +117,13 @@ mod object;
 mod owner;
 mod selector;
 mod source;
+
+/// k8s-openapi, as tend is built with it (Kubernetes API `v1_36`): use it
+/// instead of a dependency of your own (see "Versions").
+pub use ::k8s_openapi;
+/// kube-rs, as tend is built with it: use it instead of a dependency of
+/// your own, so that the versions always match (see "Versions").
+pub use ::kube;
 
 pub use self::election::{ElectionBuildError, KubeElection, KubeElectionBuilder};
 pub use self::endpoint::KubeResource;
