@@ -137,7 +137,7 @@ impl FromStr for LabelSelector {
             reason: reason.to_owned(),
         };
         let mut parsed = Self::new();
-        for term in split_terms(selector).map_err(|reason| fail(reason))? {
+        for term in split_terms(selector).map_err(&fail)? {
             let (key, test) = parse_term(term).map_err(|reason| fail(&reason))?;
             parsed = parsed.with(key, test);
         }
@@ -185,7 +185,7 @@ fn parse_term(term: &str) -> Result<(&str, Test), String> {
     for (operator, equal) in equality {
         if let Some((key, value)) = term.split_once(operator) {
             let (key, value) = (checked_key(key)?, checked_value(value)?);
-            let values = BTreeSet::from([value.to_owned()]);
+            let values = BTreeSet::from([value]);
             let test = if equal {
                 Test::In(values)
             } else {

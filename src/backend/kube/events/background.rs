@@ -30,7 +30,8 @@ pub struct EmitStats {
 /// One item of the queue.
 enum Queued {
     Event {
-        draft: Draft,
+        /// Boxed: a flush marker need not be the size of an event.
+        draft: Box<Draft>,
         rules: Rules,
     },
     /// Answered once every item before it was handled.
@@ -71,7 +72,10 @@ impl Background {
         rules: Rules,
     ) -> Result<(), EventError> {
         let queue = self.queue(publisher)?;
-        match queue.try_send(Queued::Event { draft, rules }) {
+        match queue.try_send(Queued::Event {
+            draft: Box::new(draft),
+            rules,
+        }) {
             Ok(()) => Ok(()),
             Err(_) => {
                 self.counts.dropped_full.fetch_add(1, Ordering::Relaxed);
