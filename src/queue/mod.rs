@@ -121,6 +121,22 @@ pub enum When {
     /// one more failure with it (a retry whose error said when: a
     /// `Retry-After`); a key already pending stays as it is, as with
     /// [`Backoff`](When::Backoff).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tend::{Priority, When, WorkQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let queue: WorkQueue<&str> = WorkQueue::new();
+    /// let later = When::RetryAfter(Duration::from_secs(30)); // the server said so
+    /// queue.enqueue("web", later, Priority::NORMAL, ());
+    /// assert_eq!(queue.retries(&"web"), 1); // a failure all the same
+    /// tokio::time::advance(Duration::from_secs(29)).await;
+    /// assert_eq!(queue.len(), 0);
+    /// tokio::time::advance(Duration::from_secs(1)).await;
+    /// assert_eq!(queue.get().await, Some("web"));
+    /// # }
+    /// ```
     RetryAfter(Duration),
 }
 
