@@ -1,0 +1,1 @@
+//! Webhooks called by a real API server.
