@@ -6,8 +6,8 @@ use std::future::Future;
 
 use async_trait::async_trait;
 use hyper::body::Bytes;
-use kube::core::Status;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::{Status, TypeMeta};
 use serde_json::Value;
 
 use super::route::{Answer, Endpoint};
@@ -141,13 +141,18 @@ fn api_version(object: &Value) -> Option<&str> {
 /// The request of a `ConversionReview`, or why the body is not one (the
 /// message of a `400`).
 pub(super) fn decode(body: &[u8]) -> Result<ConversionRequest, String> {
-    let review: ConversionReview = serde_json::from_slice(body)
-        .map_err(|error| format!("malformed ConversionReview: {error}"))?;
+    let wrong_kind = |kind: &str| format!("expected a ConversionReview, got kind {kind:?}");
+    let review: ConversionReview = match serde_json::from_slice(body) {
+        Ok(review) => review,
+        Err(error) => {
+            return Err(match serde_json::from_slice::<TypeMeta>(body) {
+                Ok(types) if types.kind != "ConversionReview" => wrong_kind(&types.kind),
+                _ => format!("malformed ConversionReview: {error}"),
+            });
+        }
+    };
     if review.types.kind != "ConversionReview" {
-        return Err(format!(
-            "expected a ConversionReview, got kind {:?}",
-            review.types.kind
-        ));
+        return Err(wrong_kind(&review.types.kind));
     }
     let request = ConversionRequest::try_from(review)
         .map_err(|_| "the ConversionReview has no request".to_owned())?;
