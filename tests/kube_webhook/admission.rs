@@ -101,13 +101,25 @@ async fn a_denied_create_reaches_the_client_as_a_typed_error_with_the_handlers_m
         format!("admission webhook \"{name}.webhooks.tend.test\" denied the request: {DENIAL}");
     assert_eq!(status.message, expected);
 
-    // Through tend's client: a typed refusal, not a retryable error, whose
-    // source is the API's status.
-    let tend_maps = KubeSource::<ConfigMap>::namespaced(client.clone(), &namespace).client();
+    tend_client_gets_a_refusal(&client, &namespace, &expected).await;
+    assert!(
+        served
+            .sample(r#"controller_runtime_webhook_requests_total{webhook="/validate",code="200"}"#)
+            >= 3.0
+    );
+    delete_validating(&client, &name).await;
+    served.stop().await;
+}
+
+/// A denied create through tend's client: a typed refusal, not a
+/// retryable error, whose source is the API's status; an allowed one is
+/// stored.
+async fn tend_client_gets_a_refusal(client: &kube::Client, namespace: &str, expected: &str) {
+    let tend_maps = KubeSource::<ConfigMap>::namespaced(client.clone(), namespace).client();
     let error = within(
         "a create",
         LIMIT,
-        tend_maps.create(map(&namespace, "denied", &[("forbidden", "1")])),
+        tend_maps.create(map(namespace, "denied", &[("forbidden", "1")])),
     )
     .await
     .unwrap_err();
@@ -116,27 +128,18 @@ async fn a_denied_create_reaches_the_client_as_a_typed_error_with_the_handlers_m
         unreachable!()
     };
     match source.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => assert_eq!(
-            (status.code, status.message.as_str()),
-            (403, expected.as_str())
-        ),
+        Some(kube::Error::Api(status)) => {
+            assert_eq!((status.code, status.message.as_str()), (403, expected));
+        }
         other => panic!("the source is the API's status, got {other:?}"),
     }
-    // Allowed objects are stored.
     within(
         "a create",
         LIMIT,
-        tend_maps.create(map(&namespace, "allowed", &[("fine", "1")])),
+        tend_maps.create(map(namespace, "allowed", &[("fine", "1")])),
     )
     .await
     .expect("an allowed create");
-    assert!(
-        served
-            .sample(r#"controller_runtime_webhook_requests_total{webhook="/validate",code="200"}"#)
-            >= 3.0
-    );
-    delete_validating(&client, &name).await;
-    served.stop().await;
 }
 
 async fn label(request: AdmissionRequest<ConfigMap>) -> Mutation<ConfigMap> {

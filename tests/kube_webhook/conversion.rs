@@ -79,30 +79,8 @@ fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
     .expect("a widget")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_convert_between_two_versions_and_read_back_at_both() {
-    let (client, namespace) = setup("webhook-convert").await;
-    let (ca, dir) = (Ca::new("convert-ca"), TempDir::new().unwrap());
-    let volume = Volume::new(dir.path(), &ca.serving());
-    let served = Served::start(
-        WebhookServer::builder("127.0.0.1:0".parse().unwrap(), volume.files())
-            .route("/convert", Webhook::conversion(convert)),
-    );
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    within(
-        "creating the CRD",
-        LIMIT,
-        crds.create(
-            &PostParams::default(),
-            &crd(&served.url("/convert"), &ca.pem()),
-        ),
-    )
-    .await
-    .expect("the CRD is created");
-    let (v1, v2) = (
-        widgets(&client, &namespace, "v1"),
-        widgets(&client, &namespace, "v2"),
-    );
+/// Writes at v1 and at v2, reads each object back at both versions.
+async fn written_at_either_version_read_at_both(v1: &Api<DynamicObject>, v2: &Api<DynamicObject>) {
     // Stored at v1 as written; read at v2 through the webhook.
     let made = widget("v1", "small", json!({"size": 3}));
     until("the CRD to serve v1", |_| {
@@ -119,13 +97,11 @@ async fn objects_convert_between_two_versions_and_read_back_at_both() {
     assert_eq!(read.data["spec"], json!({"replicas": 3}));
 
     // Written at v2: converted to v1 for storage, read back at both.
+    let big = widget("v2", "big", json!({"replicas": 7}));
     within(
         "a v2 create",
         LIMIT,
-        v2.create(
-            &PostParams::default(),
-            &widget("v2", "big", json!({"replicas": 7})),
-        ),
+        v2.create(&PostParams::default(), &big),
     )
     .await
     .expect("a v2 create converts to the storage version");
@@ -141,15 +117,38 @@ async fn objects_convert_between_two_versions_and_read_back_at_both() {
         .await
         .expect("a list");
     assert_eq!(listed.items.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_convert_between_two_versions_and_read_back_at_both() {
+    let (client, namespace) = setup("webhook-convert").await;
+    let (ca, dir) = (Ca::new("convert-ca"), TempDir::new().unwrap());
+    let volume = Volume::new(dir.path(), &ca.serving());
+    let served = Served::start(
+        WebhookServer::builder("127.0.0.1:0".parse().unwrap(), volume.files())
+            .route("/convert", Webhook::conversion(convert)),
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let definition = crd(&served.url("/convert"), &ca.pem());
+    within(
+        "creating the CRD",
+        LIMIT,
+        crds.create(&PostParams::default(), &definition),
+    )
+    .await
+    .expect("the CRD is created");
+    let (v1, v2) = (
+        widgets(&client, &namespace, "v1"),
+        widgets(&client, &namespace, "v2"),
+    );
+    written_at_either_version_read_at_both(&v1, &v2).await;
 
     // A conversion that fails: its message reaches the client.
+    let negative = widget("v1", "negative", json!({"size": -1}));
     within(
         "a v1 create",
         LIMIT,
-        v1.create(
-            &PostParams::default(),
-            &widget("v1", "negative", json!({"size": -1})),
-        ),
+        v1.create(&PostParams::default(), &negative),
     )
     .await
     .expect("stored at v1 without a conversion");
@@ -161,18 +160,12 @@ async fn objects_convert_between_two_versions_and_read_back_at_both() {
         status.message.contains("size -1 cannot be replicas"),
         "{status:?}"
     );
-    assert!(
-        served
-            .sample(r#"controller_runtime_webhook_requests_total{webhook="/convert",code="200"}"#)
-            >= 3.0
-    );
+    let answered = r#"controller_runtime_webhook_requests_total{webhook="/convert",code="200"}"#;
+    assert!(served.sample(answered) >= 3.0);
 
-    within(
-        "deleting the CRD",
-        LIMIT,
-        crds.delete(&format!("widgets.{GROUP}"), &DeleteParams::default()),
-    )
-    .await
-    .expect("the CRD is deleted");
+    let (name, params) = (format!("widgets.{GROUP}"), DeleteParams::default());
+    within("deleting the CRD", LIMIT, crds.delete(&name, &params))
+        .await
+        .expect("the CRD is deleted");
     served.stop().await;
 }
