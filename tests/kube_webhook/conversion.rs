@@ -71,7 +71,7 @@ fn widgets(client: &kube::Client, namespace: &str, version: &str) -> Api<Dynamic
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
-fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
+fn widget(version: &str, name: &str, spec: &Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": format!("{GROUP}/{version}"), "kind": "Widget",
         "metadata": {"name": name}, "spec": spec,
@@ -82,7 +82,7 @@ fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
 /// Writes at v1 and at v2, reads each object back at both versions.
 async fn written_at_either_version_read_at_both(v1: &Api<DynamicObject>, v2: &Api<DynamicObject>) {
     // Stored at v1 as written; read at v2 through the webhook.
-    let made = widget("v1", "small", json!({"size": 3}));
+    let made = widget("v1", "small", &json!({"size": 3}));
     until("the CRD to serve v1", |_| {
         let (v1, made) = (v1.clone(), made.clone());
         async move { v1.create(&PostParams::default(), &made).await.ok() }
@@ -97,7 +97,7 @@ async fn written_at_either_version_read_at_both(v1: &Api<DynamicObject>, v2: &Ap
     assert_eq!(read.data["spec"], json!({"replicas": 3}));
 
     // Written at v2: converted to v1 for storage, read back at both.
-    let big = widget("v2", "big", json!({"replicas": 7}));
+    let big = widget("v2", "big", &json!({"replicas": 7}));
     within(
         "a v2 create",
         LIMIT,
@@ -144,7 +144,7 @@ async fn objects_convert_between_two_versions_and_read_back_at_both() {
     written_at_either_version_read_at_both(&v1, &v2).await;
 
     // A conversion that fails: its message reaches the client.
-    let negative = widget("v1", "negative", json!({"size": -1}));
+    let negative = widget("v1", "negative", &json!({"size": -1}));
     within(
         "a v1 create",
         LIMIT,

@@ -43,10 +43,12 @@ async fn until_presented(served: &Served, ca_der: &[u8], der: &[u8], what: &str)
 /// Waits until the API server's create of a probe is denied by the webhook.
 async fn until_denied(maps: &Api<ConfigMap>) {
     until("the API server to call the webhook", |n| async move {
-        let mut probe = ConfigMap::default();
-        probe.metadata = ObjectMeta {
-            name: Some(format!("probe-{n}")),
-            ..ObjectMeta::default()
+        let probe = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("probe-{n}")),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
         };
         match maps.create(&PostParams::default(), &probe).await {
             Err(kube::Error::Api(status)) if status.message.contains("rotation test") => Some(()),
