@@ -21,6 +21,7 @@ mod configs;
 mod conversion;
 mod failure_policy;
 mod rotation;
+mod server;
 mod tls_client;
 
 use std::net::SocketAddr;
