@@ -103,7 +103,9 @@
 //!
 //! # Metrics
 //!
-//! With [`WebhookServerBuilder::metrics`], labelled by the webhook's path:
+//! With [`WebhookServerBuilder::metrics`], labelled by the webhook's path
+//! (a request to a path no webhook is routed on is answered `404` and not
+//! counted, so that scanners cannot grow the label set):
 //! `controller_runtime_webhook_requests_total{webhook, code}`,
 //! `controller_runtime_webhook_latency_seconds{webhook}`,
 //! `controller_runtime_webhook_requests_in_flight{webhook}` and
