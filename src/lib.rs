@@ -42,6 +42,9 @@
 //!   over an API server, the client with `resourceVersion` preconditions,
 //!   status writes and server-side apply; [`testing::kube`] starts a real
 //!   API server and etcd for tests, as envtest does.
+//! - [`webhook`] (feature `webhook`): validating, mutating and conversion
+//!   webhooks for the Kubernetes API server, served over TLS with
+//!   certificates reloaded as they rotate.
 //!
 //! # From nothing to a running controller
 //!
@@ -390,7 +393,12 @@
 // The crate docs link every feature's module: a build without one of the
 // features cannot resolve those links (docs.rs and CI build with them all).
 #![cfg_attr(
-    not(all(feature = "dir", feature = "etcd", feature = "kube")),
+    not(all(
+        feature = "dir",
+        feature = "etcd",
+        feature = "kube",
+        feature = "webhook"
+    )),
     allow(rustdoc::broken_intra_doc_links)
 )]
 
@@ -417,6 +425,8 @@ mod source;
 mod sync;
 pub mod testing;
 mod time;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 #[cfg(feature = "dir")]
 pub use backend::dir;

@@ -131,6 +131,18 @@ pub enum ClientError {
         #[source]
         source: BoxError,
     },
+    /// The server refused the write and will refuse it again unchanged: on
+    /// Kubernetes a `403 Forbidden`, from an admission webhook or policy
+    /// that denied it (the source's message is the webhook's) or from RBAC.
+    #[error("the write of object {key} was refused")]
+    Forbidden {
+        /// The key, formatted with `Debug`.
+        key: String,
+        /// What the server said (on Kubernetes, a `kube::Error::Api`
+        /// with its status).
+        #[source]
+        source: BoxError,
+    },
     /// The backend cannot do this at all (server-side apply anywhere but
     /// on Kubernetes).
     #[error("backend `{backend}` does not support {operation}")]
@@ -178,6 +190,14 @@ impl ClientError {
     #[must_use]
     pub fn is_fenced(&self) -> bool {
         matches!(self, Self::Fenced { .. })
+    }
+
+    /// Whether the server refused the write
+    /// ([`Forbidden`](Self::Forbidden)): a webhook or policy denied it, or
+    /// the caller may not make it.
+    #[must_use]
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Self::Forbidden { .. })
     }
 
     /// Whether the same call may succeed if made again later unchanged

@@ -103,6 +103,11 @@ where
                 key: format!("{key:?}"),
             },
             (400 | 413 | 422, _) => ClientError::invalid(key, error),
+            // An admission webhook's or policy's denial, or RBAC's.
+            (403, _) => ClientError::Forbidden {
+                key: format!("{key:?}"),
+                source: error.into(),
+            },
             _ => ClientError::unavailable(self.name(), error),
         }
     }
