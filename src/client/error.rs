@@ -116,9 +116,12 @@ pub enum ClientError {
         #[source]
         source: BoxError,
     },
-    /// The backend is overloaded or throttling this client and said when
-    /// to try again (Kubernetes: a `429 Too Many Requests`, or a `5xx`
-    /// whose status gives `retryAfterSeconds`). A write was not applied.
+    /// The backend is overloaded or throttling this client and refused the
+    /// call before acting on it (Kubernetes: a `429 Too Many Requests`,
+    /// or a `503` whose status gives `retryAfterSeconds`): a write was not
+    /// applied. `retry_after` is the status's `retryAfterSeconds`, or 1 s
+    /// for a `429` that does not say (kube-rs does not expose the
+    /// `Retry-After` header itself).
     /// Give [`retry_after`](Self::retry_after) to
     /// [`ErrorPolicy::RetryAfter`](crate::controller::ErrorPolicy::RetryAfter).
     #[error("backend `{backend}` asks to retry after {retry_after:?}")]
@@ -134,7 +137,7 @@ pub enum ClientError {
     /// The server refused the write and will refuse it again unchanged: on
     /// Kubernetes a `403 Forbidden`, from an admission webhook or policy
     /// that denied it (the source's message is the webhook's) or from RBAC.
-    #[error("the write of object {key} was refused")]
+    #[error("the server refused the call on object {key}")]
     Forbidden {
         /// The key, formatted with `Debug`.
         key: String,
@@ -201,7 +204,8 @@ impl ClientError {
     }
 
     /// Whether the same call may succeed if made again later unchanged
-    /// ([`Unavailable`](Self::Unavailable)). A conflict is not: it needs a
+    /// ([`Unavailable`](Self::Unavailable),
+    /// [`RetryLater`](Self::RetryLater)). A conflict is not: it needs a
     /// fresh read first (see [`Client::modify`](super::Client::modify)).
     #[must_use]
     pub fn is_retryable(&self) -> bool {

@@ -100,7 +100,9 @@ impl<E: std::error::Error + 'static> FinalizerError<E> {
 /// middle keeps the finalizer, so it runs again; after a success the
 /// finalizer is gone, read live, so neither a stale cache nor a restart
 /// runs it again. (A crash between the cleanup's success and the
-/// finalizer's removal runs it again: make it idempotent.)
+/// finalizer's removal, or a removal that fails — a conflict, the backend
+/// unavailable, a stale fencing token — runs it again: make it
+/// idempotent.)
 ///
 /// # Errors
 ///

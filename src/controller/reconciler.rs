@@ -176,7 +176,9 @@ pub enum ErrorPolicy {
     /// [`ControllerBuilder::max_retry_after`](super::ControllerBuilder::max_retry_after)
     /// (1000 s by default), so `Duration::MAX` cannot park a key for ever.
     /// As with `Retry`, a change that arrived during the failed reconcile
-    /// runs it again at once.
+    /// runs it again at once, for that change: then neither the delay nor
+    /// the failure is recorded (level-triggered: the new state may not
+    /// fail).
     RetryAfter(Duration),
     /// Do not retry: the error is logged and counted, the key's backoff state
     /// is dropped, and only a new change or resync runs it again (invalid

@@ -14,6 +14,15 @@ use std::str::FromStr;
 /// commas. The empty selector selects everything; an object without
 /// labels ([`Object::labels`](crate::Object::labels) is `None`) has none.
 ///
+/// Where it differs from Kubernetes' parser: `in` and `notin` need a
+/// space before their `(`; an empty set (`in ()`) is refused, where
+/// Kubernetes reads it as the empty value; keys and values are checked
+/// for their characters only (letters, digits, `-_.`, and `/` in keys),
+/// not for Kubernetes' lengths and qualified-name shape; `gt`/`lt` are
+/// not supported; two selectors are equal when they list the same
+/// requirements in the same order. The builder methods do not check
+/// their keys and values.
+///
 /// # Examples
 ///
 /// ```
@@ -136,8 +145,13 @@ impl FromStr for LabelSelector {
             selector: selector.to_owned(),
             reason: reason.to_owned(),
         };
+        // Tabs and newlines are whitespace, as in Kubernetes.
+        let spaced: String = selector
+            .chars()
+            .map(|c| if c.is_whitespace() { ' ' } else { c })
+            .collect();
         let mut parsed = Self::new();
-        for term in split_terms(selector).map_err(&fail)? {
+        for term in split_terms(&spaced).map_err(&fail)? {
             let (key, test) = parse_term(term).map_err(|reason| fail(&reason))?;
             parsed = parsed.with(key, test);
         }
@@ -294,6 +308,10 @@ mod tests {
         assert!(selects("app!=web", &[]), "met without the label");
         assert!(!selects("app!=web", &[("app", "web")]));
         assert!(selects("env in (prod, staging)", &[("env", "staging")]));
+        assert!(
+            selects("env\tin\t(prod)", &[("env", "prod")]),
+            "a tab is a space"
+        );
         assert!(!selects("env in (prod)", &[]));
         assert!(selects("env notin (dev)", &[]), "met without the label");
         assert!(!selects("env notin (dev,test)", &[("env", "test")]));

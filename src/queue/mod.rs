@@ -359,7 +359,7 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
         });
         if let Some((scheduled, panicked)) = scheduled {
             if let Some(key) = panicked {
-                tracing::error!(queue = %self.shared.name, ?key, delay = ?LIMITER_PANIC_DELAY, "the rate limiter panicked, retrying after the fallback delay");
+                tracing::error!(queue = %self.shared.name, ?key, fallback = ?LIMITER_PANIC_DELAY, "the rate limiter panicked (a backoff waits the fallback delay, a retry-after its own)");
                 self.report(|o| o.limiter_panicked());
             }
             self.report(|o| o.retried());

@@ -40,6 +40,10 @@ pub const DEFAULT_CERTIFICATE_CHECK_INTERVAL: Duration = Duration::from_secs(10)
 /// headers.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest certificate check interval used; a longer one (up to
+/// `Duration::MAX`) means never in practice.
+const LONGEST_CHECK_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Configures a [`WebhookServer`]; made by [`WebhookServer::builder`].
 #[derive(Debug)]
 #[must_use]
@@ -96,9 +100,11 @@ impl WebhookServer {
     ///
     /// # Errors
     ///
-    /// [`WebhookError::Serve`] when called outside a tokio runtime (with
-    /// I/O enabled). A connection's or a request's failure is not an error
-    /// of the server: it is logged, answered and counted.
+    /// [`WebhookError::Serve`] when the listener cannot be registered with
+    /// tokio's I/O driver. Call it inside a tokio runtime with I/O and time
+    /// enabled: outside one it panics, as tokio's own types do. A
+    /// connection's or a request's failure is not an error of the server:
+    /// it is logged, answered and counted.
     ///
     /// # Cancel safety
     ///
@@ -108,7 +114,8 @@ impl WebhookServer {
         let listener =
             tokio::net::TcpListener::from_std(self.listener).map_err(WebhookError::Serve)?;
         let acceptor = TlsAcceptor::from(self.tls);
-        let mut checks = tokio::time::interval(self.check_interval);
+        // Capped: tokio's timers panic past their range; a year is never.
+        let mut checks = tokio::time::interval(self.check_interval.min(LONGEST_CHECK_INTERVAL));
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         checks.reset(); // the first check one interval after the load
         let mut connections = JoinSet::new();

@@ -108,3 +108,32 @@ async fn emit_outside_a_runtime_is_a_typed_error() {
         .expect("the thread ran");
     assert!(matches!(emitted, Err(EventError::NoRuntime)), "{emitted:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorder_outliving_the_runtime_of_its_first_emit_still_sends() {
+    let (client, ns, map) = setup("events-runtimes").await;
+    let recorder = recorder(&client);
+    for n in 0..2 {
+        // A runtime of its own, dropped after the emit: its sending task ends.
+        let (recorder, map) = (recorder.clone(), map.clone());
+        let sent = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                recorder.emit(&map, &event(&format!("from runtime {n}")))?;
+                within("a flush", LIMIT, recorder.flush()).await;
+                Ok::<_, EventError>(())
+            })
+        });
+        sent.join().expect("the thread ran").expect("emitted");
+    }
+    assert_eq!(
+        recorder.emit_stats().published,
+        2,
+        "{:?}",
+        recorder.emit_stats()
+    );
+    assert_eq!(events(&client, &ns).await.len(), 2);
+}

@@ -65,6 +65,14 @@ async fn build_refuses_settings_that_cannot_work() {
         .build()
         .expect("huge values are no bound");
     assert_ne!(server.local_addr().port(), 0, "the port chosen");
+    let stop = tend::CancellationToken::new();
+    let running = tokio::spawn(server.run(stop.clone()));
+    tokio::task::yield_now().await;
+    stop.cancel();
+    let ran = tokio::time::timeout(Duration::from_secs(10), running).await;
+    ran.expect("stops")
+        .expect("no panic with huge values")
+        .expect("ran");
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! a controller that keeps a finalizer on every object and, once one is
 //! being deleted, performs an external cleanup (counted) before the helper
 //! removes the finalizer. Run by `tests/client.rs` (memory),
-//! `tests/etcd_client.rs` and `tests/kube_client.rs`.
+//! `tests/etcd_client.rs` and `tests/kube_finalizer.rs`.
 
 #![allow(dead_code, unreachable_pub)]
 

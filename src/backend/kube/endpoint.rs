@@ -193,9 +193,11 @@ pub(crate) fn is_missing(error: &kube::Error, name: &str) -> bool {
     }
 }
 
-/// How long the server asked to wait: a `429`, or a `5xx` whose status
+/// How long the server asked to wait: a `429`, or a `503` whose status
 /// gives `retryAfterSeconds` (at least a second for a `429` that does not
-/// say, as client-go waits); `None` for any other status.
+/// say, as client-go waits); `None` for any other status. Not the other
+/// `5xx` that give one (`500 ServerTimeout`, `504 Timeout`): their write
+/// may have landed, which `Unavailable` says and `RetryLater` does not.
 pub(crate) fn retry_after(status: &Status) -> Option<Duration> {
     let said = status
         .details
@@ -204,7 +206,7 @@ pub(crate) fn retry_after(status: &Status) -> Option<Duration> {
         .filter(|&seconds| seconds > 0);
     match status.code {
         429 => Some(Duration::from_secs(said.unwrap_or(1).into())),
-        500..=599 => said.map(|seconds| Duration::from_secs(seconds.into())),
+        503 => said.map(|seconds| Duration::from_secs(seconds.into())),
         _ => None,
     }
 }

@@ -53,6 +53,10 @@ fn with_expression(
         selector: format!("{key} {} {:?}", expression.operator, expression.values),
         reason: reason.to_owned(),
     };
+    let known = ["In", "NotIn", "Exists", "DoesNotExist"];
+    if !known.contains(&expression.operator.as_str()) {
+        return Err(fail("unknown operator"));
+    }
     let needs_values = matches!(expression.operator.as_str(), "In" | "NotIn");
     if needs_values == (values.len() == 0) {
         return Err(fail(if needs_values {

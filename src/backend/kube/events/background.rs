@@ -2,9 +2,12 @@
 //! so a reconcile never waits for the API server to record an event.
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
+use parking_lot::Mutex;
+
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
 use super::draft::Draft;
@@ -47,11 +50,11 @@ struct Counts {
 }
 
 /// The queue, its sending task started by the first emit (inside a
-/// runtime); the task ends once every recorder sharing it is dropped and
-/// the queue is drained.
+/// runtime) and again by an emit after that runtime ended; the task ends
+/// once every recorder sharing it is dropped and the queue is drained.
 pub(super) struct Background {
     capacity: NonZeroUsize,
-    queue: OnceLock<mpsc::Sender<Queued>>,
+    queue: Mutex<Option<mpsc::Sender<Queued>>>,
     counts: Arc<Counts>,
 }
 
@@ -59,7 +62,7 @@ impl Background {
     pub(super) fn new(capacity: NonZeroUsize) -> Self {
         Self {
             capacity,
-            queue: OnceLock::new(),
+            queue: Mutex::new(None),
             counts: Arc::default(),
         }
     }
@@ -71,36 +74,58 @@ impl Background {
         draft: Draft,
         rules: Rules,
     ) -> Result<(), EventError> {
-        let queue = self.queue(publisher)?;
-        match queue.try_send(Queued::Event {
+        let queued = Queued::Event {
             draft: Box::new(draft),
             rules,
-        }) {
-            Ok(()) => Ok(()),
-            Err(_) => {
-                self.counts.dropped_full.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    capacity = self.capacity,
-                    "the event queue is full: an event was dropped"
-                );
-                Err(EventError::QueueFull)
-            }
-        }
+        };
+        let queue = self.queue(publisher)?;
+        let queued = match queue.try_send(queued) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Full(_)) => return Err(self.dropped()),
+            Err(TrySendError::Closed(queued)) => queued,
+        };
+        // Its task ended with the runtime it ran on: a new one on this one.
+        let queue = self.restart(publisher, &queue)?;
+        queue.try_send(queued).map_err(|_| self.dropped())
+    }
+
+    fn dropped(&self) -> EventError {
+        self.counts.dropped_full.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            capacity = self.capacity,
+            "the event queue is full: an event was dropped"
+        );
+        EventError::QueueFull
     }
 
     /// The queue, its task started if this is the first emit.
-    fn queue(&self, publisher: &Arc<Publisher>) -> Result<&mpsc::Sender<Queued>, EventError> {
-        if let Some(queue) = self.queue.get() {
-            return Ok(queue);
+    fn queue(&self, publisher: &Arc<Publisher>) -> Result<mpsc::Sender<Queued>, EventError> {
+        if let Some(queue) = self.queue.lock().as_ref() {
+            return Ok(queue.clone());
         }
+        self.start(publisher)
+    }
+
+    /// A new queue and task, unless another emit already replaced `closed`.
+    fn restart(
+        &self,
+        publisher: &Arc<Publisher>,
+        closed: &mpsc::Sender<Queued>,
+    ) -> Result<mpsc::Sender<Queued>, EventError> {
+        match self.queue.lock().as_ref() {
+            Some(queue) if !queue.same_channel(closed) => return Ok(queue.clone()),
+            _ => {}
+        }
+        self.start(publisher)
+    }
+
+    fn start(&self, publisher: &Arc<Publisher>) -> Result<mpsc::Sender<Queued>, EventError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| EventError::NoRuntime)?;
         let (sender, receiver) = mpsc::channel(self.capacity.get());
-        // Two first emits racing: one queue wins, the other's task never starts.
-        if self.queue.set(sender).is_ok() {
-            let (publisher, counts) = (Arc::clone(publisher), Arc::clone(&self.counts));
-            runtime.spawn(send_all(publisher, receiver, counts));
-        }
-        Ok(self.queue.get().expect("set above"))
+        *self.queue.lock() = Some(sender.clone());
+        let (publisher, counts) = (Arc::clone(publisher), Arc::clone(&self.counts));
+        runtime.spawn(send_all(publisher, receiver, counts));
+        Ok(sender)
     }
 
     pub(super) fn capacity(&self) -> NonZeroUsize {
@@ -108,7 +133,7 @@ impl Background {
     }
 
     pub(super) async fn flush(&self) {
-        let Some(queue) = self.queue.get() else {
+        let Some(queue) = self.queue.lock().clone() else {
             return; // nothing was ever emitted
         };
         let (done, handled) = oneshot::channel();

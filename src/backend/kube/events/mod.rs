@@ -477,15 +477,26 @@ impl Publisher {
                 draft.fresh_name()
             });
         match write {
-            Some(write) => self.write(draft, write).await,
+            Some(write) => self.write(draft, write, rules).await,
             None => Ok(()),
         }
     }
 
-    /// Makes `write`, then the writes the cache asks for after it.
-    async fn write(&self, draft: &Draft, mut write: Write) -> Result<(), EventError> {
+    /// Makes `write`, then the writes the cache asks for after it (repeats
+    /// counted while one was in flight), each checked against the fence
+    /// just before it is sent: a term may end during a round trip.
+    async fn write(
+        &self,
+        draft: &Draft,
+        mut write: Write,
+        rules: &Rules,
+    ) -> Result<(), EventError> {
         let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), &draft.namespace);
         loop {
+            if let Err(fenced) = rules.check() {
+                self.drop_write(draft, &write);
+                return Err(fenced);
+            }
             let result = match &write {
                 Write::Create { name } => api
                     .create(&PostParams::default(), &draft.event(name))
@@ -500,6 +511,15 @@ impl Publisher {
                 Some(next) => write = next,
                 None => return Ok(()),
             }
+        }
+    }
+
+    /// `write` will not be made: the cache forgets it as if it failed.
+    fn drop_write(&self, draft: &Draft, write: &Write) {
+        let mut cache = self.cache.lock();
+        match write {
+            Write::Create { name } => cache.forget(&draft.key, name),
+            Write::Series { name, .. } => cache.abandon(&draft.key, name),
         }
     }
 
