@@ -13,6 +13,9 @@ use crate::object::Revision;
 /// tested against the memory backend handles etcd's answers unchanged. A
 /// refused write (every variant but [`Unavailable`](Self::Unavailable))
 /// wrote nothing; after `Unavailable` the write may or may not have landed.
+/// Beside the errors each method lists, any call may end in
+/// [`RetryLater`](Self::RetryLater) (an overloaded or throttling backend)
+/// or [`Forbidden`](Self::Forbidden) (on Kubernetes, a `403`).
 ///
 /// Keys are shown in their `Debug` form.
 ///

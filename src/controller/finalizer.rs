@@ -57,6 +57,32 @@ pub enum FinalizerError<E: std::error::Error + 'static> {
 }
 
 impl<E: std::error::Error + 'static> FinalizerError<E> {
+    /// How long the backend asked to wait, when the finalizer's own write
+    /// or read was throttled ([`ClientError::retry_after`]); give it to
+    /// [`ErrorPolicy::RetryAfter`](super::ErrorPolicy::RetryAfter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tend::client::ClientError;
+    /// use tend::controller::FinalizerError;
+    ///
+    /// let throttled = ClientError::RetryLater {
+    ///     backend: "volumes".into(),
+    ///     retry_after: Duration::from_secs(3),
+    ///     source: "429 Too Many Requests".into(),
+    /// };
+    /// let error = FinalizerError::<std::io::Error>::Client { finalizer: "example.com/detach".into(), source: throttled };
+    /// assert_eq!(error.retry_after(), Some(Duration::from_secs(3)));
+    /// assert_eq!(FinalizerError::<std::io::Error>::NoClient.retry_after(), None);
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Client { source, .. } => source.retry_after(),
+            _ => None,
+        }
+    }
+
     /// The handler's own error, if the handler failed: what an
     /// [`error_policy`](super::Reconciler::error_policy) looks at.
     ///
