@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tend::controller::{Action, Context, Controller, Reconciler, Triggers};
+use tend::controller::{Action, Context, Controller, ErrorPolicy, Reconciler, Triggers};
 use tend::memory::{Faults, MemoryStore};
 use tend::testing::Harness;
 use tend::{Informer, Revision, WorkQueue};
@@ -28,11 +28,13 @@ tend::impl_object!(Record, key: name: String, version: version);
 type Seen = (Option<u64>, Option<u64>);
 
 /// Records what each reconcile saw; fails the first reconcile that is
-/// handed a last state when `fail_cleanup_once` is set.
+/// handed a last state when `fail_cleanup_once` is set, as a terminal
+/// error when `terminal` is set.
 #[derive(Default)]
 struct Cleans {
     seen: Mutex<Vec<Seen>>,
     fail_cleanup_once: Mutex<bool>,
+    terminal: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +54,14 @@ impl Reconciler<Record> for Arc<Cleans> {
             return Err(CleanupFailed);
         }
         Ok(Action::Done)
+    }
+
+    fn error_policy(&self, _: &CleanupFailed) -> ErrorPolicy {
+        if self.terminal {
+            ErrorPolicy::Terminal
+        } else {
+            ErrorPolicy::Retry
+        }
     }
 }
 
@@ -109,6 +119,29 @@ async fn a_delete_seen_live_hands_the_last_state_over_until_a_reconcile_succeeds
             (Some(9), None),
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_terminal_error_ends_the_last_state_of_a_deleted_key() {
+    let records = MemoryStore::new("records");
+    let informer = Informer::builder(records.clone()).build().expect("valid");
+    let cleans = Arc::new(Cleans {
+        fail_cleanup_once: Mutex::new(true),
+        terminal: true,
+        ..Cleans::default()
+    });
+    let (mut harness, queue) = start(&records, &informer, &cleans);
+    let client = records.client();
+    client.create(record(7)).await.expect("created");
+    harness.settle(LIMIT).await.expect("settled");
+    client.delete(&"a".to_owned()).await.expect("deleted");
+    harness.settle(LIMIT).await.expect("settled");
+    // Nothing would run the deleted key again: its last state is not kept.
+    queue.add("a".to_owned());
+    harness.settle(LIMIT).await.expect("settled");
+    harness.shutdown().await.expect("clean");
+    let seen = cleans.seen.lock().clone();
+    assert_eq!(seen, [(Some(7), None), (None, Some(7)), (None, None)]);
 }
 
 #[tokio::test(start_paused = true)]

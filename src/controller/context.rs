@@ -101,7 +101,9 @@ impl<O: Object> Context<O> {
     /// external things the object named (a DNS record, a disk, a file)
     /// needs, once the cache no longer has it. It comes from the informer's
     /// delete event, or from a delete found on a relist, and is kept in
-    /// memory until a reconcile given it returns `Ok`; so it is lost if the
+    /// memory until a reconcile given it returns `Ok` or an error with
+    /// [`ErrorPolicy::Terminal`](super::ErrorPolicy::Terminal) (nothing
+    /// runs a deleted key again after one); so it is lost if the
     /// process restarts first: for cleanup that must happen exactly once
     /// across restarts, use finalizers ([`Lifecycle`](crate::Lifecycle)).
     pub fn deleted(&self) -> Option<&Arc<O>> {

@@ -20,7 +20,7 @@ use super::pace::Pace;
 use super::scope::Scope;
 use super::settle::Report;
 use super::sink::Enqueue;
-use super::{Context, ControllerObserver, Reconciler, Trigger, Triggers};
+use super::{Context, ControllerObserver, Outcome, Reconciler, Trigger, Triggers};
 use crate::informer::Cache;
 use crate::object::Object;
 use crate::queue::{Batch, Handed};
@@ -248,7 +248,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
-        if let Some(last) = last.filter(|_| outcome.succeeded()) {
+        // Done with the last state: a success, or a terminal error (no
+        // retry, change or resync runs a deleted key again).
+        let done = outcome.succeeded() || outcome == Outcome::TerminalError;
+        if let Some(last) = last.filter(|_| done) {
             self.last_states.handed(key, &last);
         }
         report.finish(outcome, took);
