@@ -5,23 +5,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
+mod parse;
+
 /// Label requirements, all of which an object's labels must meet.
 ///
-/// The syntax and meaning are Kubernetes' (`kubectl -l`): `app=web` (or
-/// `app==web`), `tier!=db` (also met by an object without `tier`),
-/// `env in (prod,staging)`, `env notin (dev)` (also met without `env`),
-/// `legacy` (the label exists) and `!legacy` (it does not), separated by
-/// commas. The empty selector selects everything; an object without
-/// labels ([`Object::labels`](crate::Object::labels) is `None`) has none.
+/// The syntax and meaning are Kubernetes' (`kubectl -l`, read as the
+/// API server's parser reads it): `app=web` (or `app==web`), `tier!=db`
+/// (also met by an object without `tier`), `env in (prod,staging)`,
+/// `env notin (dev)` (also met without `env`), `legacy` (the label
+/// exists), `!legacy` (it does not), `replicas>2` and `replicas<5` (the
+/// label is an integer above or below), separated by commas; whitespace
+/// between tokens is free. An empty slot in a set, and nothing after `=`,
+/// is the empty value (`env in ()` selects `env=""`). Keys must be
+/// qualified names (`name` or `prefix/name`: at most 63 of letters,
+/// digits and `-_.`, beginning and ending alphanumeric; the prefix a DNS
+/// subdomain of at most 253), values label values (the same, or empty).
+/// The empty selector selects everything; an object without labels
+/// ([`Object::labels`](crate::Object::labels) is `None`) has none.
 ///
-/// Where it differs from Kubernetes' parser: `in` and `notin` need a
-/// space before their `(`; an empty set (`in ()`) is refused, where
-/// Kubernetes reads it as the empty value; keys and values are checked
-/// for their characters only (letters, digits, `-_.`, and `/` in keys),
-/// not for Kubernetes' lengths and qualified-name shape; `gt`/`lt` are
-/// not supported; two selectors are equal when they list the same
-/// requirements in the same order. The builder methods do not check
-/// their keys and values.
+/// Two selectors are equal when they list the same requirements in the
+/// same order. The builder methods do not check their keys and values.
 ///
 /// # Examples
 ///
@@ -34,7 +37,7 @@ use std::str::FromStr;
 /// assert!(selector.matches(Some(&labels)));
 /// assert!(!selector.matches(None)); // no `app`
 /// assert_eq!(LabelSelector::new().equal("app", "web"), "app=web".parse()?);
-/// assert!("app in ()".parse::<LabelSelector>().is_err()); // an empty set
+/// assert!("app in (web".parse::<LabelSelector>().is_err()); // no `)`
 /// # Ok::<(), tend::SelectorError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,6 +58,10 @@ enum Test {
     NotIn(BTreeSet<String>),
     Exists,
     DoesNotExist,
+    /// The label exists and is an integer above this one.
+    Greater(i64),
+    /// The label exists and is an integer below this one.
+    Less(i64),
 }
 
 /// A label selector could not be parsed.
@@ -112,6 +119,20 @@ impl LabelSelector {
         self.with(key, Test::DoesNotExist)
     }
 
+    /// Also requires the label `key` to be an integer greater than `than`
+    /// (Kubernetes' `key>than`; not met without it, or if not an integer).
+    #[must_use]
+    pub fn greater_than(self, key: &str, than: i64) -> Self {
+        self.with(key, Test::Greater(than))
+    }
+
+    /// Also requires the label `key` to be an integer less than `than`
+    /// (`key<than`).
+    #[must_use]
+    pub fn less_than(self, key: &str, than: i64) -> Self {
+        self.with(key, Test::Less(than))
+    }
+
     fn with(mut self, key: &str, test: Test) -> Self {
         let key = key.to_owned();
         self.requirements.push(Requirement { key, test });
@@ -123,11 +144,14 @@ impl LabelSelector {
     pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         self.requirements.iter().all(|requirement| {
             let value = labels.and_then(|labels| labels.get(&requirement.key));
+            let number = || value.and_then(|value| value.parse::<i64>().ok());
             match (&requirement.test, value) {
                 (Test::In(values), Some(value)) => values.contains(value),
                 (Test::NotIn(values), Some(value)) => !values.contains(value),
                 (Test::Exists, Some(_)) | (Test::NotIn(_) | Test::DoesNotExist, None) => true,
                 (Test::In(_) | Test::Exists, None) | (Test::DoesNotExist, Some(_)) => false,
+                (Test::Greater(than), _) => number().is_some_and(|n| n > *than),
+                (Test::Less(than), _) => number().is_some_and(|n| n < *than),
             }
         })
     }
@@ -141,125 +165,15 @@ impl FromStr for LabelSelector {
     type Err = SelectorError;
 
     fn from_str(selector: &str) -> Result<Self, SelectorError> {
-        let fail = |reason: &str| SelectorError {
+        let requirements = parse::requirements(selector).map_err(|reason| SelectorError {
             selector: selector.to_owned(),
-            reason: reason.to_owned(),
-        };
-        // Tabs and newlines are whitespace, as in Kubernetes.
-        let spaced: String = selector
-            .chars()
-            .map(|c| if c.is_whitespace() { ' ' } else { c })
+            reason,
+        })?;
+        let requirements = requirements
+            .into_iter()
+            .map(|(key, test)| Requirement { key, test })
             .collect();
-        let mut parsed = Self::new();
-        for term in split_terms(&spaced).map_err(&fail)? {
-            let (key, test) = parse_term(term).map_err(|reason| fail(&reason))?;
-            parsed = parsed.with(key, test);
-        }
-        Ok(parsed)
-    }
-}
-
-/// The comma-separated terms, commas inside `( )` kept; none for a blank
-/// selector.
-fn split_terms(selector: &str) -> Result<Vec<&str>, &'static str> {
-    if selector.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let (mut terms, mut start, mut depth) = (Vec::new(), 0, 0u32);
-    for (at, c) in selector.char_indices() {
-        match c {
-            '(' if depth == 0 => depth = 1,
-            '(' => return Err("a `(` inside a set"),
-            ')' if depth == 1 => depth = 0,
-            ')' => return Err("a `)` without its `(`"),
-            ',' if depth == 0 => {
-                terms.push(&selector[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err("a `(` without its `)`");
-    }
-    terms.push(&selector[start..]);
-    Ok(terms)
-}
-
-/// One term: `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (..)`, `k notin (..)`.
-fn parse_term(term: &str) -> Result<(&str, Test), String> {
-    let term = term.trim();
-    if let Some((key, values)) = split_set(term, " notin ")? {
-        return Ok((key, Test::NotIn(values)));
-    }
-    if let Some((key, values)) = split_set(term, " in ")? {
-        return Ok((key, Test::In(values)));
-    }
-    let equality = [("!=", false), ("==", true), ("=", true)];
-    for (operator, equal) in equality {
-        if let Some((key, value)) = term.split_once(operator) {
-            let (key, value) = (checked_key(key)?, checked_value(value)?);
-            let values = BTreeSet::from([value]);
-            let test = if equal {
-                Test::In(values)
-            } else {
-                Test::NotIn(values)
-            };
-            return Ok((key, test));
-        }
-    }
-    match term.strip_prefix('!') {
-        Some(key) => Ok((checked_key(key)?, Test::DoesNotExist)),
-        None => Ok((checked_key(term)?, Test::Exists)),
-    }
-}
-
-/// `key OP (a, b)` split at `operator`; `None` when the term has no such
-/// operator.
-fn split_set<'a>(
-    term: &'a str,
-    operator: &str,
-) -> Result<Option<(&'a str, BTreeSet<String>)>, String> {
-    let Some((key, set)) = term.split_once(operator) else {
-        return Ok(None);
-    };
-    let set = set.trim();
-    let inner = set
-        .strip_prefix('(')
-        .and_then(|set| set.strip_suffix(')'))
-        .ok_or_else(|| format!("the set after `{}` is not in `( )`", operator.trim()))?;
-    let values = inner
-        .split(',')
-        .map(checked_value)
-        .collect::<Result<BTreeSet<_>, _>>()?;
-    if values.iter().all(String::is_empty) {
-        return Err(format!("an empty set after `{}`", operator.trim()));
-    }
-    Ok(Some((checked_key(key)?, values)))
-}
-
-fn checked_key(key: &str) -> Result<&str, String> {
-    let key = key.trim();
-    let valid = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
-    if valid {
-        Ok(key)
-    } else {
-        Err(format!("{key:?} is not a label key"))
-    }
-}
-
-fn checked_value(value: &str) -> Result<String, String> {
-    let value = value.trim();
-    if value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        Ok(value.to_owned())
-    } else {
-        Err(format!("{value:?} is not a label value"))
+        Ok(Self { requirements })
     }
 }
 
@@ -278,6 +192,8 @@ impl fmt::Display for LabelSelector {
                 Test::NotIn(values) => write!(f, "{key} notin ({})", set(values))?,
                 Test::Exists => f.write_str(key)?,
                 Test::DoesNotExist => write!(f, "!{key}")?,
+                Test::Greater(than) => write!(f, "{key}>{than}")?,
+                Test::Less(than) => write!(f, "{key}<{than}")?,
             }
         }
         Ok(())
@@ -337,7 +253,14 @@ mod tests {
     #[test]
     fn malformed_selectors_are_typed_errors() {
         for bad in [
-            "app in ()",
+            "app in (a b)",
+            "app in (a)b",
+            "in=web",
+            "app=web=x",
+            "app>x",
+            "app<",
+            "!app=web",
+            "envin (a)",
             "app in (web",
             "app in web",
             "app in ((web))",
@@ -354,9 +277,100 @@ mod tests {
     }
 
     #[test]
+    fn the_syntax_is_read_as_the_api_servers_parser_reads_it() {
+        assert!(
+            selects("env in(prod)", &[("env", "prod")]),
+            "no space before `(`"
+        );
+        assert!(selects("env   in   (  prod ,dev )", &[("env", "dev")]));
+        assert!(selects("app = web", &[("app", "web")]));
+        assert!(
+            selects("env in ()", &[("env", "")]),
+            "() is the empty value"
+        );
+        assert!(!selects("env in ()", &[("env", "prod")]));
+        assert!(selects("env in (,prod)", &[("env", "")]), "an empty slot");
+        assert!(selects("env in (prod,)", &[("env", "")]));
+        assert!(selects("app=", &[("app", "")]), "nothing after `=`");
+        assert!(selects("app=,b", &[("app", ""), ("b", "1")]));
+        assert!(
+            selects("a=in,b in (notin)", &[("a", "in"), ("b", "notin")]),
+            "keywords are values there"
+        );
+        assert!(selects(
+            "example.com/team=shop",
+            &[("example.com/team", "shop")]
+        ));
+    }
+
+    #[test]
+    fn greater_and_less_compare_integers() {
+        assert!(selects("replicas>2", &[("replicas", "3")]));
+        assert!(!selects("replicas>2", &[("replicas", "2")]));
+        assert!(
+            !selects("replicas>2", &[("replicas", "many")]),
+            "not an integer"
+        );
+        assert!(!selects("replicas>2", &[]), "not met without the label");
+        assert!(selects("replicas<-1", &[("replicas", "-5")]));
+        assert!(selects(
+            &format!("n<{}", i64::MAX),
+            &[("n", &i64::MIN.to_string())]
+        ));
+        assert!(
+            "n>9223372036854775808".parse::<LabelSelector>().is_err(),
+            "beyond i64"
+        );
+        assert_eq!(
+            LabelSelector::new().greater_than("n", 2),
+            "n > 2".parse().expect("valid")
+        );
+    }
+
+    #[test]
+    fn keys_and_values_are_checked_as_the_api_server_checks_them() {
+        let long = "a".repeat(63);
+        for good in [long.as_str(), "a.b_c-d", "A1", "x.io/name", "a-b.c-d/e"] {
+            assert!(good.parse::<LabelSelector>().is_ok(), "{good:?}");
+            assert!(
+                format!("k={good}").parse::<LabelSelector>().is_ok() || good.contains('/'),
+                "{good:?}"
+            );
+        }
+        let too_long = "a".repeat(64);
+        let longest_prefix = format!("{}a/b", "a.".repeat(126)); // 253
+        assert!(longest_prefix.parse::<LabelSelector>().is_ok());
+        let long_prefix = format!("{}a/b", "a.".repeat(127));
+        for bad in [
+            too_long.as_str(),
+            "-a",
+            "a-",
+            "_a",
+            "a/b/c",
+            "/a",
+            "a/",
+            "Upper.io/a",
+            "a..b/c",
+            long_prefix.as_str(),
+        ] {
+            let error = bad.parse::<LabelSelector>().expect_err(bad);
+            assert!(error.reason.contains("key"), "{bad:?}: {}", error.reason);
+        }
+        for bad in [too_long.as_str(), "-v", "v-", "a/b", "v.", "ü"] {
+            let selector = format!("k={bad}");
+            let error = selector.parse::<LabelSelector>().expect_err(&selector);
+            assert!(
+                error.reason.contains("value"),
+                "{selector:?}: {}",
+                error.reason
+            );
+        }
+    }
+
+    #[test]
     fn display_reads_back_as_the_same_selector() {
         let selector: LabelSelector =
-            "app=web,tier!=db,env in (prod,staging),env notin (dev,test),x,!y"
+            "app=web,tier!=db,env in (prod,staging),env notin (dev,test),x,!y,n>3,m<-4,e in ()"
                 .parse()
                 .expect("valid");
         let shown = selector.to_string();
