@@ -254,7 +254,9 @@ impl<O: Object> Client<O> {
     ///
     /// # Errors
     ///
-    /// [`ClientError::Unavailable`].
+    /// [`ClientError::Unavailable`]; as any call, [`ClientError::RetryLater`]
+    /// (on Kubernetes a `429`) or [`ClientError::Forbidden`] (a `403`: the
+    /// caller may not list).
     ///
     /// # Cancel safety
     ///

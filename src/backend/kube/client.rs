@@ -13,7 +13,7 @@ use super::object::{key_of, revision_of};
 use crate::client::FencingToken;
 use crate::client::{Backend, Client, ClientError, Fencing};
 use crate::object::{Object, ObjectKey, Revision};
-use crate::source::{Snapshot, Source};
+use crate::source::{Snapshot, Source, SourceError};
 
 /// A client writing where `source` reads, its lists read as the source's.
 pub(super) fn client<K: KubeResource>(
@@ -112,6 +112,33 @@ where
         }
     }
 
+    /// A failed list as the client's error: a throttled one says when to
+    /// retry, one the server refuses (`403`) is `Forbidden`, the rest
+    /// `Unavailable`, as for the other calls.
+    fn list_error(&self, error: SourceError) -> ClientError {
+        let status = match &error {
+            SourceError::Unavailable(source) => match source.downcast_ref::<kube::Error>() {
+                Some(kube::Error::Api(status)) => Some(status),
+                _ => None,
+            },
+            SourceError::Expired { .. } => None,
+        };
+        if let Some(retry_after) = status.and_then(|status| retry_after(status)) {
+            return ClientError::RetryLater {
+                backend: self.name().to_owned(),
+                retry_after,
+                source: error.into(),
+            };
+        }
+        if status.is_some_and(|status| status.code == 403) {
+            return ClientError::Forbidden {
+                key: format!("(the list of {})", self.name()),
+                source: error.into(),
+            };
+        }
+        ClientError::unavailable(self.name(), error)
+    }
+
     async fn replace(
         &self,
         object: K,
@@ -158,7 +185,7 @@ where
         self.source
             .list()
             .await
-            .map_err(|error| ClientError::unavailable(self.name(), error))
+            .map_err(|error| self.list_error(error))
     }
 
     async fn create(&self, mut object: K, token: Option<FencingToken>) -> Result<K, ClientError> {

@@ -1,10 +1,13 @@
 //! The client on a real Kubernetes API server: versions and conflicts,
 //! preconditions, finalizers, status writes, owner references, server-side
-//! apply and the local fencing check.
+//! apply, the local fencing check, and what RBAC refuses.
 
-#[path = "support/kube.rs"]
+#[path = "../support/kube.rs"]
 mod kube_support;
+#[path = "../support/mod.rs"]
 mod support;
+
+mod forbidden;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,7 +26,7 @@ use tend::{Object, ObjectKey, Revision};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-#[path = "support/kube_replicaset.rs"]
+#[path = "../support/kube_replicaset.rs"]
 mod replicaset;
 
 #[tokio::test]
