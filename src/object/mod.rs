@@ -200,23 +200,46 @@ pub trait Object: Clone + Send + Sync + 'static {
 /// tend::impl_object!(Volume, key: name: String, version: version, lifecycle: lifecycle);
 /// ```
 ///
+/// With `labels: field` and `annotations: field` (after `lifecycle`, when
+/// there is one), `BTreeMap<String, String>` fields are the object's
+/// labels and annotations, which the label predicates and
+/// [`LabelSelector`] read:
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use tend::{LabelSelector, Object};
+///
+/// #[derive(Clone, Debug)]
+/// struct Site {
+///     name: String,
+///     labels: BTreeMap<String, String>,
+///     notes: BTreeMap<String, String>,
+///     version: tend::Revision,
+/// }
+/// tend::impl_object!(Site, key: name: String, version: version, labels: labels, annotations: notes);
+///
+/// let site = Site {
+///     name: "blog".into(),
+///     labels: BTreeMap::from([("tier".into(), "web".into())]),
+///     notes: BTreeMap::new(),
+///     version: tend::Revision::ZERO,
+/// };
+/// let web: LabelSelector = "tier=web".parse()?;
+/// assert!(web.matches(site.labels()));
+/// assert_eq!(site.annotations(), Some(&BTreeMap::new()));
+/// # Ok::<(), tend::SelectorError>(())
+/// ```
+///
 /// Types with a generation implement [`Object`] by hand.
 #[macro_export]
 macro_rules! impl_object {
-    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident) => {
-        $crate::impl_object!(@impl $type, $key, $key_type, $version, {});
-    };
-    ($type:ty, key: $key:ident: $key_type:ty, version: $version:ident, lifecycle: $lifecycle:ident) => {
-        $crate::impl_object!(@impl $type, $key, $key_type, $version, {
-            fn lifecycle(&self) -> ::std::option::Option<&$crate::Lifecycle> {
-                ::std::option::Option::Some(&self.$lifecycle)
-            }
-            fn lifecycle_mut(&mut self) -> ::std::option::Option<&mut $crate::Lifecycle> {
-                ::std::option::Option::Some(&mut self.$lifecycle)
-            }
-        });
-    };
-    (@impl $type:ty, $key:ident, $key_type:ty, $version:ident, { $($extra:tt)* }) => {
+    (
+        $type:ty, key: $key:ident: $key_type:ty, version: $version:ident
+        $(, lifecycle: $lifecycle:ident)?
+        $(, labels: $labels:ident)?
+        $(, annotations: $annotations:ident)?
+        $(,)?
+    ) => {
         impl $crate::Object for $type {
             type Key = $key_type;
             fn key(&self) -> $key_type {
@@ -228,7 +251,28 @@ macro_rules! impl_object {
             fn set_version(&mut self, version: $crate::Revision) {
                 self.$version = version;
             }
-            $($extra)*
+            $(
+                fn lifecycle(&self) -> ::std::option::Option<&$crate::Lifecycle> {
+                    ::std::option::Option::Some(&self.$lifecycle)
+                }
+                fn lifecycle_mut(&mut self) -> ::std::option::Option<&mut $crate::Lifecycle> {
+                    ::std::option::Option::Some(&mut self.$lifecycle)
+                }
+            )?
+            $(
+                fn labels(
+                    &self,
+                ) -> ::std::option::Option<&::std::collections::BTreeMap<::std::string::String, ::std::string::String>> {
+                    ::std::option::Option::Some(&self.$labels)
+                }
+            )?
+            $(
+                fn annotations(
+                    &self,
+                ) -> ::std::option::Option<&::std::collections::BTreeMap<::std::string::String, ::std::string::String>> {
+                    ::std::option::Option::Some(&self.$annotations)
+                }
+            )?
         }
     };
 }

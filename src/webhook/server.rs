@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::ring;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::metrics::Metrics;
 use super::request::{self, Route, Shared};
@@ -114,16 +115,17 @@ impl WebhookServer {
         let listener =
             tokio::net::TcpListener::from_std(self.listener).map_err(WebhookError::Serve)?;
         let acceptor = TlsAcceptor::from(self.tls);
-        // Capped: tokio's timers panic past their range; a year is never.
-        let mut checks = tokio::time::interval(self.check_interval.min(LONGEST_CHECK_INTERVAL));
-        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        checks.reset(); // the first check one interval after the load
+        let checks = check_every(
+            self.check_interval,
+            Arc::clone(&self.reloader),
+            Arc::clone(&self.shared),
+        );
+        let _checks = AbortOnDropHandle::new(tokio::spawn(checks));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                _ = checks.tick() => check(&self.reloader, &self.shared.metrics),
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         let connection = serve_connection(
@@ -145,6 +147,25 @@ impl WebhookServer {
         drop(listener);
         while connections.join_next().await.is_some() {}
         Ok(())
+    }
+}
+
+/// Looks at the certificate files every `interval`, the first time one
+/// interval after the load, until dropped. The files are read on tokio's
+/// blocking threads: a slow mount holds neither the accept loop nor a
+/// runtime thread.
+async fn check_every(interval: Duration, reloader: Arc<Reloader>, shared: Arc<Shared>) {
+    // Capped: tokio's timers panic past their range; a year is never.
+    let mut checks = tokio::time::interval(interval.min(LONGEST_CHECK_INTERVAL));
+    checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    checks.reset();
+    loop {
+        checks.tick().await;
+        let (reloader, shared) = (Arc::clone(&reloader), Arc::clone(&shared));
+        let checked = tokio::task::spawn_blocking(move || check(&reloader, &shared.metrics));
+        if checked.await.is_err() {
+            tracing::error!("checking the webhook certificate panicked");
+        }
     }
 }
 

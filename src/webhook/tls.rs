@@ -153,7 +153,6 @@ impl Reloader {
     /// cannot be loaded (once per change): the old certificate keeps
     /// serving.
     pub(super) fn check(&self) -> Result<Checked, WebhookError> {
-        // Two small local files: read inline, like a log line's write.
         let contents = read(&self.files)?;
         {
             let mut seen = self.seen.lock();
