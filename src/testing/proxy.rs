@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -18,6 +19,8 @@ use tokio_util::task::AbortOnDropHandle;
 /// connected through. Bytes sent meanwhile are held, not dropped: after a
 /// heal they pass in order, as after a real partition (unless a side gave
 /// up on the connection meanwhile, e.g. its keep-alive timed out).
+/// [`reset`](Proxy::reset) closes every open connection, as a peer's
+/// crash or a middlebox's reset would, dropping what is held.
 /// Dropping the proxy closes every connection.
 ///
 /// # Examples
@@ -53,6 +56,8 @@ use tokio_util::task::AbortOnDropHandle;
 pub struct Proxy {
     address: SocketAddr,
     blackholed: Arc<watch::Sender<bool>>,
+    /// Cancelled by `reset`: the connections open until then close.
+    open: Arc<Mutex<CancellationToken>>,
     stop: CancellationToken,
     _task: AbortOnDropHandle<()>,
 }
@@ -71,16 +76,18 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let blackholed = Arc::new(watch::Sender::new(false));
+        let open = Arc::new(Mutex::new(CancellationToken::new()));
         let stop = CancellationToken::new();
-        let task = tokio::spawn(accept(
-            listener,
+        let sides = Sides {
             target,
-            Arc::clone(&blackholed),
-            stop.clone(),
-        ));
+            blackholed: Arc::clone(&blackholed),
+            open: Arc::clone(&open),
+        };
+        let task = tokio::spawn(accept(listener, sides, stop.clone()));
         Ok(Self {
             address,
             blackholed,
+            open,
             stop,
             _task: AbortOnDropHandle::new(task),
         })
@@ -102,6 +109,61 @@ impl Proxy {
     pub fn blackhole(&self, on: bool) {
         self.blackholed.send_replace(on);
     }
+
+    /// Closes every connection the proxy relays now, in both directions
+    /// (one the proxy has not yet accepted is not among them), dropping the
+    /// bytes a blackhole holds; later connections pass as usual (held
+    /// while blackholed). A client sees its connection reset and
+    /// reconnects: what a partition that outlasts a keep-alive does.
+    ///
+    /// ```
+    /// use tend::testing::Proxy;
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// use tokio::net::{TcpListener, TcpStream};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let server = TcpListener::bind("127.0.0.1:0").await?;
+    /// let proxy = Proxy::start(server.local_addr()?).await?;
+    /// tokio::spawn(async move {
+    ///     while let Ok((mut socket, _)) = server.accept().await {
+    ///         tokio::spawn(async move {
+    ///             let (mut read, mut write) = socket.split();
+    ///             tokio::io::copy(&mut read, &mut write).await
+    ///         });
+    ///     }
+    /// });
+    ///
+    /// let mut cut = TcpStream::connect(proxy.address()).await?;
+    /// cut.write_all(b"ping").await?; // a round trip: the proxy relays it
+    /// cut.read_exact(&mut [0; 4]).await?;
+    /// proxy.blackhole(true);
+    /// cut.write_all(b"lost").await?; // held…
+    /// proxy.reset(); // …and dropped with the connection
+    /// proxy.blackhole(false);
+    /// let mut rest = Vec::new();
+    /// let read = cut.read_to_end(&mut rest).await;
+    /// assert!(read.is_err() || rest.is_empty(), "closed, nothing echoed");
+    ///
+    /// let mut again = TcpStream::connect(proxy.address()).await?;
+    /// again.write_all(b"ping").await?;
+    /// let mut echoed = [0; 4];
+    /// again.read_exact(&mut echoed).await?;
+    /// assert_eq!(&echoed, b"ping");
+    /// # Ok(()) }
+    /// ```
+    pub fn reset(&self) {
+        let mut open = self.open.lock();
+        open.cancel();
+        *open = CancellationToken::new();
+    }
+}
+
+/// What each relayed connection needs.
+struct Sides {
+    target: SocketAddr,
+    blackholed: Arc<watch::Sender<bool>>,
+    open: Arc<Mutex<CancellationToken>>,
 }
 
 impl Drop for Proxy {
@@ -110,12 +172,7 @@ impl Drop for Proxy {
     }
 }
 
-async fn accept(
-    listener: TcpListener,
-    target: SocketAddr,
-    blackholed: Arc<watch::Sender<bool>>,
-    stop: CancellationToken,
-) {
+async fn accept(listener: TcpListener, sides: Sides, stop: CancellationToken) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -124,8 +181,13 @@ async fn accept(
             Some(_) = connections.join_next() => continue,
         };
         let Ok((inbound, _)) = accepted else { continue };
-        let blackholed = blackholed.subscribe();
-        connections.spawn(relay(inbound, target, blackholed));
+        let blackholed = sides.blackholed.subscribe();
+        let open = sides.open.lock().clone();
+        let relayed = relay(inbound, sides.target, blackholed);
+        connections.spawn(async move {
+            // Dropping the relay closes both sockets.
+            open.run_until_cancelled(relayed).await;
+        });
     }
     connections.shutdown().await;
 }
