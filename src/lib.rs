@@ -413,6 +413,8 @@ pub mod client;
 pub mod controller;
 pub mod election;
 mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod gc;
 mod informer;
 mod key;

@@ -323,4 +323,41 @@ mod tests {
         let decoded: Result<String, _> = TextKeys.decode(&[0xff, 0xfe]);
         assert!(matches!(decoded, Err(DecodeError::KeyNotUtf8)));
     }
+
+    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Item {
+        name: String,
+        value: u64,
+        #[serde(skip)]
+        version: Revision,
+    }
+    crate::impl_object!(Item, key: name: String, version: version);
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config())]
+
+        #[test]
+        fn bad_bytes_never_panic_the_key_codecs(
+            key in crate::fuzz::bytes_near(vec![b"ns/a".to_vec(), b"a".to_vec(), "n\u{e9}/b".as_bytes().to_vec()])
+        ) {
+            let text: Result<String, _> = TextKeys.decode(&key);
+            let object: Result<ObjectKey, _> = TextKeys.decode(&key);
+            // What decodes encodes back to the same bytes.
+            if let Ok(decoded) = object {
+                proptest::prop_assert_eq!(TextKeys.encode(&decoded), Ok(key.clone()));
+            }
+            proptest::prop_assert_eq!(text.is_ok(), std::str::from_utf8(&key).is_ok());
+        }
+
+        #[test]
+        fn bad_bytes_never_panic_the_value_codec(
+            value in crate::fuzz::bytes_near(vec![br#"{"name":"a","value":7}"#.to_vec()])
+        ) {
+            match decode_value::<Item>(&"a".to_owned(), &value, 12, 64) {
+                Ok(item) => proptest::prop_assert_eq!((item.name.as_str(), item.version), ("a", Revision::new(12))),
+                Err(DecodeError::TooLarge { size, .. }) => proptest::prop_assert!(size > 64),
+                Err(_) => {}
+            }
+        }
+    }
 }

@@ -219,4 +219,30 @@ mod tests {
         map.set_generation(7);
         assert_eq!(map.generation(), Some(7));
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config())]
+
+        #[test]
+        fn bad_bytes_never_panic_resource_versions(text in crate::fuzz::text_near(&["4711", "0", "18446744073709551615"])) {
+            let parsed = parse_revision(&text);
+            let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+            proptest::prop_assert!(parsed.is_ok() || !digits || text.len() >= 20, "{text:?}: {parsed:?}");
+        }
+
+        #[test]
+        fn bad_bytes_never_panic_an_object_read_from_the_api_server(
+            json in crate::fuzz::bytes_near(vec![POD.as_bytes().to_vec()])
+        ) {
+            use k8s_openapi::api::core::v1::Pod;
+            if let Ok(pod) = serde_json::from_slice::<Pod>(&json) {
+                let _ = key_of(&pod);
+                let _ = revision_of(&pod);
+                let _ = crate::Object::deletion(&pod);
+                let _ = crate::Object::labels(&pod);
+            }
+        }
+    }
+
+    const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"shop","resourceVersion":"4711","generation":2,"labels":{"app":"web"},"finalizers":["example.com/x"],"deletionTimestamp":"2026-12-01T10:00:00Z","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web","uid":"u1","controller":true}]},"spec":{"containers":[{"name":"app","image":"web:1"}]}}"#;
 }

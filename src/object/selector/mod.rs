@@ -381,4 +381,21 @@ mod tests {
             "selects nothing"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config())]
+
+        #[test]
+        fn bad_bytes_never_panic_the_parser_and_what_parses_reads_back(
+            text in crate::fuzz::text_near(&[
+                "app=web,tier!=db,x",
+                "env in (prod, staging),!legacy",
+                "example.com/team notin (a,,b), n>3, m<-4, e in ()",
+            ])
+        ) {
+            if let Ok(selector) = text.parse::<LabelSelector>() {
+                proptest::prop_assert_eq!(selector.to_string().parse::<LabelSelector>(), Ok(selector));
+            }
+        }
+    }
 }

@@ -382,3 +382,32 @@ async fn a_body_that_does_not_arrive_in_time_is_408_and_one_that_breaks_is_400()
     let text = metrics_text(&shared);
     assert!(text.contains(r#"reason="slow_body"} 1"#), "{text}");
 }
+
+const ADMISSION: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},"name":"a","namespace":"ns","operation":"CREATE","userInfo":{"username":"alice"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"},"data":{"k":"v"}},"oldObject":null,"dryRun":false}}"#;
+
+const CONVERSION: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u2","desiredAPIVersion":"tend.test/v2","objects":[{"apiVersion":"tend.test/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":3}}]}}"#;
+
+proptest::proptest! {
+    #![proptest_config(crate::fuzz::config())]
+
+    #[test]
+    fn bad_bytes_never_panic_the_review_decoders(
+        body in crate::fuzz::bytes_near(vec![ADMISSION.as_bytes().to_vec(), CONVERSION.as_bytes().to_vec()])
+    ) {
+        // Each is a request or a message for a 400.
+        let admission = super::admission::decode::<ConfigMap>(&body);
+        let conversion = super::conversion::decode(&body);
+        if body == ADMISSION.as_bytes() {
+            proptest::prop_assert!(admission.is_ok(), "{admission:?}");
+        }
+        for message in admission.as_ref().err().into_iter().chain(conversion.as_ref().err()) {
+            proptest::prop_assert!(!message.is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_fuzzed_reviews_are_valid_before_they_are_mutated() {
+    assert!(super::admission::decode::<ConfigMap>(ADMISSION.as_bytes()).is_ok());
+    assert!(super::conversion::decode(CONVERSION.as_bytes()).is_ok());
+}
