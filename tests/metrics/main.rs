@@ -20,6 +20,7 @@ use tend::memory::MemoryElectionGroup;
 use http::{Exposition, get};
 use widgets::{Widget, eventually, widgets, within};
 
+mod bad_requests;
 mod debug;
 mod probes;
 mod scripted;
