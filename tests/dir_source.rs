@@ -323,3 +323,56 @@ async fn a_watch_from_an_unknown_revision_expires_and_a_missing_directory_is_una
     let error = missing.list().await.err().unwrap();
     assert!(!error.is_expired(), "{error}");
 }
+
+/// Random and mutated bytes in the files: each file decodes as the test's
+/// own decode says, or is counted malformed; listing never panics.
+#[test]
+fn bad_bytes_in_files_are_rejected_one_file_at_a_time() {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let valid = br#"{"replicas": 3, "extra": [1, {"a": null}]}"#.to_vec();
+    let file = prop_oneof![
+        1 => vec(any::<u8>(), 0..128),
+        3 => (vec((any::<proptest::sample::Index>(), any::<u8>()), 1..6)).prop_map(move |edits| {
+            let mut bytes = valid.clone();
+            for (at, byte) in edits {
+                let at = at.index(bytes.len());
+                bytes[at] = byte;
+            }
+            bytes
+        }),
+    ];
+    // TEND_FUZZ_CASES as for the other bad-bytes tests, 32 files a case.
+    let cases = std::env::var("TEND_FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(256);
+    let config = proptest::test_runner::Config {
+        cases: (cases / 8).max(1),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    };
+    proptest::test_runner::TestRunner::new(config)
+        .run(&vec(file, 32), |files| {
+            let dir = tempfile::tempdir().expect("a directory");
+            for (n, bytes) in files.iter().enumerate() {
+                std::fs::write(dir.path().join(format!("f{n}.json")), bytes).expect("written");
+            }
+            let good = files
+                .iter()
+                .filter(|bytes| serde_json::from_slice::<App>(bytes).is_ok())
+                .count();
+            let source = by_path(dir.path());
+            let listed = runtime
+                .block_on(source.list())
+                .expect("the directory lists");
+            prop_assert_eq!(listed.objects.len(), good);
+            prop_assert_eq!(source.stats().malformed, files.len() - good);
+            Ok(())
+        })
+        .expect("every file decodes or is rejected");
+}
