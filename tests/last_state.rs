@@ -89,6 +89,22 @@ fn start(
     (harness, queue)
 }
 
+/// Creates `a` (7), deletes it, then adds its key once more by hand,
+/// settling after each step.
+async fn create_delete_and_add(
+    records: &MemoryStore<Record>,
+    harness: &mut Harness,
+    queue: &WorkQueue<String, Triggers>,
+) {
+    let client = records.client();
+    client.create(record(7)).await.expect("created");
+    harness.settle(LIMIT).await.expect("settled");
+    client.delete(&"a".to_owned()).await.expect("deleted");
+    harness.settle(LIMIT).await.expect("settled");
+    queue.add("a".to_owned());
+    harness.settle(LIMIT).await.expect("settled");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_delete_seen_live_hands_the_last_state_over_until_a_reconcile_succeeds() {
     let records = MemoryStore::new("records");
@@ -96,14 +112,10 @@ async fn a_delete_seen_live_hands_the_last_state_over_until_a_reconcile_succeeds
     let cleans = Arc::new(Cleans::default());
     *cleans.fail_cleanup_once.lock() = true;
     let (mut harness, queue) = start(&records, &informer, &cleans);
+    // Once more by hand after the delete: the cleanup succeeded, nothing
+    // is handed over.
+    create_delete_and_add(&records, &mut harness, &queue).await;
     let client = records.client();
-    client.create(record(7)).await.expect("created");
-    harness.settle(LIMIT).await.expect("settled");
-    client.delete(&"a".to_owned()).await.expect("deleted");
-    harness.settle(LIMIT).await.expect("settled");
-    // Once more by hand: the cleanup succeeded, nothing is handed over.
-    queue.add("a".to_owned());
-    harness.settle(LIMIT).await.expect("settled");
     client.create(record(9)).await.expect("created again");
     harness.settle(LIMIT).await.expect("settled");
     harness.shutdown().await.expect("clean");
@@ -131,14 +143,8 @@ async fn a_terminal_error_ends_the_last_state_of_a_deleted_key() {
         ..Cleans::default()
     });
     let (mut harness, queue) = start(&records, &informer, &cleans);
-    let client = records.client();
-    client.create(record(7)).await.expect("created");
-    harness.settle(LIMIT).await.expect("settled");
-    client.delete(&"a".to_owned()).await.expect("deleted");
-    harness.settle(LIMIT).await.expect("settled");
     // Nothing would run the deleted key again: its last state is not kept.
-    queue.add("a".to_owned());
-    harness.settle(LIMIT).await.expect("settled");
+    create_delete_and_add(&records, &mut harness, &queue).await;
     harness.shutdown().await.expect("clean");
     let seen = cleans.seen.lock().clone();
     assert_eq!(seen, [(Some(7), None), (None, Some(7)), (None, None)]);
