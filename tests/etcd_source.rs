@@ -141,9 +141,8 @@ async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
     let (proxy, through) = through_proxy(&etcd).await;
     let running = run_informer(source(through)).await;
     let lists = running.informer.stats().lists;
-    // Cut the informer off, delete and compact meanwhile, and end its
-    // connection (the held bytes with it): when it comes back, its
-    // revision is gone.
+    // Cut the informer off, delete and compact meanwhile: when it comes
+    // back, its revision is gone.
     proxy.blackhole(true);
     kv.delete(key("b"), None).await.unwrap();
     kv.put(key("d"), json("d", 4), None).await.unwrap();
@@ -151,7 +150,7 @@ async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
     kv.compact(rev.header().unwrap().revision(), None)
         .await
         .unwrap();
-    proxy.reset();
+    tokio::time::sleep(Duration::from_secs(1)).await;
     proxy.blackhole(false);
     eventually(
         "the relist to drop b and add d",
