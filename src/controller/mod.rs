@@ -33,6 +33,7 @@ mod external;
 mod feed;
 mod finalizer;
 mod gate;
+mod journal;
 mod last_states;
 mod observer;
 mod ownership;
@@ -58,6 +59,7 @@ pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::environment::Environment;
 pub use self::finalizer::{Finalize, FinalizerError, finalizer};
+pub use self::journal::{JOURNAL_FAILURES, JOURNAL_RECONCILES, Journal, JournalTotals, Reconciled};
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
@@ -281,6 +283,7 @@ pub struct Controller<O: Object, R> {
     observer: Arc<dyn ControllerObserver>,
     /// Deleted primary objects' last states, until their key reconciles.
     last_states: Arc<LastStates<O>>,
+    journal: Journal<O::Key>,
 }
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
@@ -310,6 +313,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             config,
             observer,
             last_states: Arc::new(LastStates::new()),
+            journal: Journal::default(),
         }
     }
 
@@ -327,6 +331,13 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     #[must_use]
     pub fn queue(&self) -> WorkQueue<O::Key, Triggers> {
         self.queue.clone()
+    }
+
+    /// A handle to the controller's [`Journal`]: its last reconciles and
+    /// failures, kept while it runs (and after).
+    #[must_use]
+    pub fn journal(&self) -> Journal<O::Key> {
+        self.journal.clone()
     }
 
     /// The primary informer.
@@ -476,6 +487,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             config,
             observer,
             last_states,
+            journal,
         } = self;
         let grace = env
             .max_grace
@@ -493,6 +505,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             workers: config.concurrency.get(),
             gate: config.read_your_writes.map(Gate::new),
             last_states,
+            journal,
             stopping: env.stop.clone(),
         });
         let hard_stop = hard_stop_of(&env);

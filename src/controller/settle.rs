@@ -1,6 +1,7 @@
 //! What follows a reconcile: forget, back off, requeue, or give the key
 //! back; and the observer's start and end of every reconcile.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -53,6 +54,19 @@ impl Drop for Report<'_> {
 }
 
 impl<O: Object, R: Reconciler<O>> Worker<O, R> {
+    /// Why `ran` failed, for the journal; `None` unless it failed.
+    pub(super) fn failure(&self, ran: &Ran<R::Error>) -> Option<Arc<str>> {
+        match ran {
+            Ran::Returned(Ok(_)) | Ran::Cancelled => None,
+            Ran::Returned(Err(error)) => Some(Arc::from(error.to_string())),
+            Ran::Panicked(message) => Some(Arc::from(format!("panicked: {message}"))),
+            Ran::TimedOut => Some(Arc::from(match self.timeout {
+                Some(timeout) => format!("timed out after {timeout:?}"),
+                None => "timed out".to_owned(),
+            })),
+        }
+    }
+
     /// Acts on the outcome: forget or back off, requeue, log.
     /// A retry or requeue keeps the priority the key ran at; a cancelled
     /// reconcile gives its key back as it was handed out (a leader that

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::call::{Stops, call, panic_message};
 use super::context::Caches;
 use super::gate::Gate;
+use super::journal::{Journal, Reconciled};
 use super::last_states::LastStates;
 use super::ownership::{Claim, Claimed};
 use super::pace::Pace;
@@ -42,6 +43,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) gate: Option<Gate<O::Key>>,
     /// Deleted primary objects' last states, until reconciled.
     pub(super) last_states: Arc<LastStates<O>>,
+    /// The last reconciles and failures.
+    pub(super) journal: Journal<O::Key>,
     /// The controller's graceful stop: a worker waiting to be allowed to
     /// reconcile (a standby) stops waiting.
     pub(super) stopping: CancellationToken,
@@ -227,7 +230,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let key = &handed.key;
         let attempt = self.sink.queue.retries(key).saturating_add(1);
         let ctx = self.context(local, handed, attempt, claim);
-        let last = ctx.last_state.clone();
+        let (last, triggers) = (ctx.last_state.clone(), ctx.triggers);
         let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,
@@ -247,7 +250,17 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             .await;
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
+        let failure = self.failure(&ran);
         let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
+        self.journal.record(Reconciled {
+            key: key.clone(),
+            triggers,
+            attempt,
+            started,
+            took,
+            outcome,
+            failure,
+        });
         // Done with the last state: a success, or a terminal error (no
         // retry, change or resync runs a deleted key again).
         let done = outcome.succeeded() || outcome == Outcome::TerminalError;

@@ -91,6 +91,18 @@ impl Activity {
             .collect()
     }
 
+    /// Whether runnable `name` of `kind` may act here now (`None`: no
+    /// such runnable).
+    pub(super) fn is_active(&self, name: &str, kind: &str) -> Option<bool> {
+        let active = self
+            .runnables
+            .lock()
+            .iter()
+            .find(|(labels, _)| labels.name == name && labels.kind == kind)
+            .map(|(_, active)| Arc::clone(active))?;
+        Some(active())
+    }
+
     fn snapshot(&self) -> Vec<(RunnableLabels, bool)> {
         let runnables = self.runnables.lock().clone();
         runnables

@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::controller::{Journal, JournalTotals, Reconciled};
 use crate::informer::{Informer, InformerError, InformerId, InformerStats};
 use crate::object::{Object, ObjectKey};
 use crate::placement::Placement;
@@ -90,6 +91,44 @@ impl<K: QueueKey, T: Payload> QueueView for WorkQueue<K, T> {
     }
 }
 
+/// A controller's journal, its keys rendered by [`render_key`].
+pub(super) trait JournalView: Send + Sync {
+    /// The last reconciles, oldest first.
+    fn reconciles(&self) -> Vec<Reconciled<String>>;
+    /// The last failed reconciles, oldest first.
+    fn failures(&self) -> Vec<Reconciled<String>>;
+    fn totals(&self) -> JournalTotals;
+}
+
+impl<K: QueueKey> JournalView for Journal<K> {
+    fn reconciles(&self) -> Vec<Reconciled<String>> {
+        Journal::reconciles(self)
+            .into_iter()
+            .map(rendered)
+            .collect()
+    }
+
+    fn failures(&self) -> Vec<Reconciled<String>> {
+        Journal::failures(self).into_iter().map(rendered).collect()
+    }
+
+    fn totals(&self) -> JournalTotals {
+        Journal::totals(self)
+    }
+}
+
+fn rendered<K: QueueKey>(entry: Reconciled<K>) -> Reconciled<String> {
+    Reconciled {
+        key: render_key(&entry.key).into_owned(),
+        triggers: entry.triggers,
+        attempt: entry.attempt,
+        started: entry.started,
+        took: entry.took,
+        outcome: entry.outcome,
+        failure: entry.failure,
+    }
+}
+
 /// A key as its user wrote it: string keys as they are (their `Debug` form
 /// would quote and escape them), an [`ObjectKey`] as `namespace/name`, any
 /// other key in its `Debug` form.
@@ -122,6 +161,7 @@ pub(super) struct ControllerView {
     pub(super) name: String,
     pub(super) placement: Placement,
     pub(super) queue: Arc<dyn QueueView>,
+    pub(super) journal: Arc<dyn JournalView>,
     pub(super) reconcile_timeout: Option<Duration>,
     /// The informers it reads.
     pub(super) informers: Vec<InformerId>,

@@ -1,5 +1,6 @@
-//! The manager's HTTP server: `/metrics`, `/healthz`, `/readyz`,
-//! `/debug/queues` and `/debug/shards` (feature `http`).
+//! The manager's HTTP server: the status page (`/`, `/status` and its
+//! files), `/metrics`, `/healthz`, `/readyz`, `/debug/queues`,
+//! `/debug/runnables` and `/debug/shards` (feature `http`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
+use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ManagerError;
 use super::group::Exit;
+use super::page;
 use super::status::{Probe, Status};
 
 /// What every request handler reads.
@@ -88,6 +91,10 @@ fn respond(request: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
         );
     }
     match request.uri().path() {
+        "/" | "/status" => asset("text/html; charset=utf-8", page::HTML),
+        "/status.js" => asset("text/javascript; charset=utf-8", page::SCRIPT),
+        "/status.css" => asset("text/css; charset=utf-8", page::STYLE),
+        "/status.json" => no_store(json(&shared.status.page())),
         "/metrics" => metrics(&shared.registry),
         "/healthz" => probe(&shared.status.health()),
         "/readyz" => probe(&shared.status.readiness()),
@@ -99,6 +106,39 @@ fn respond(request: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n".to_owned()),
     }
+}
+
+/// One of the status page's files, with headers that keep it to its own
+/// files (see `page::CONTENT_SECURITY_POLICY`).
+fn asset(content_type: &'static str, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    headers.insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(page::CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        hyper::header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// The page's data changes every second: never cached.
+fn no_store(mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+    response.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 fn json(value: &impl serde::Serialize) -> Response<Full<Bytes>> {
@@ -139,9 +179,16 @@ fn with_type(
 ) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(content_type),
+        HeaderValue::from_static(content_type),
+    );
+    // No response is to be read as anything but its type (a JSON body
+    // holding markup from a key is never HTML).
+    headers.insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
     );
     response
 }

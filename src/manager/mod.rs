@@ -177,6 +177,8 @@ mod informers;
 mod leader_tasks;
 mod live;
 mod metrics;
+#[cfg(feature = "http")]
+mod page;
 mod run;
 mod runnable;
 mod signals;

@@ -82,6 +82,7 @@ impl Placed {
             name: controller.name().to_owned(),
             placement,
             queue: Arc::new(controller.queue()),
+            journal: Arc::new(controller.journal()),
             reconcile_timeout: controller.reconcile_timeout(),
             informers: controller.informers(),
             required: controller.required_informers(),

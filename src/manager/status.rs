@@ -16,7 +16,7 @@ use crate::placement::{Leadership, ShardReport, Sharding};
 
 /// How many in-flight keys `/debug/queues` lists per controller, and
 /// `/healthz` per stuck controller.
-const OLDEST_KEYS: usize = 10;
+pub(super) const OLDEST_KEYS: usize = 10;
 
 /// The manager's live state, shared with the HTTP server.
 ///
@@ -274,6 +274,7 @@ mod tests {
             name: "widgets".to_owned(),
             placement: crate::placement::Placement::Everywhere,
             queue: Arc::new(queue.clone()),
+            journal: Arc::new(crate::controller::Journal::<String>::default()),
             reconcile_timeout,
             informers: Vec::new(),
             required: Vec::new(),

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
@@ -61,6 +63,8 @@ struct Inner {
     /// One slot: the leadership.
     owned: Arc<Slots>,
     term: watch::Sender<Option<FencingToken>>,
+    /// When the term last changed (or the candidacy was made).
+    since: Mutex<Instant>,
     again: AtomicBool,
 }
 
@@ -80,6 +84,7 @@ impl Leadership {
                 elector,
                 owned: Arc::new(Slots::new(one)),
                 term: watch::Sender::new(None),
+                since: Mutex::new(Instant::now()),
                 again: AtomicBool::new(false),
             }),
         }
@@ -126,6 +131,13 @@ impl Leadership {
     #[must_use]
     pub fn is_leader(&self) -> bool {
         self.inner.term.borrow().is_some()
+    }
+
+    /// When this replica began leading, or standing by: when the term last
+    /// changed, or (never leading yet) when the candidacy was made.
+    #[must_use]
+    pub fn since(&self) -> Instant {
+        *self.inner.since.lock()
     }
 
     /// Campaigns, leads until the leadership is lost or `stop`, and on
@@ -196,6 +208,7 @@ impl Leadership {
             Some(token) => self.inner.owned.gain(slot, token),
             None => drop(self.inner.owned.lose(slot)),
         }
+        *self.inner.since.lock() = Instant::now();
         self.inner.term.send_replace(token);
     }
 
@@ -204,6 +217,7 @@ impl Leadership {
     async fn step_down(&self) {
         let slot = self.inner.owned.count().shard_of(&0_u64);
         if let Some((_, cancel)) = self.inner.owned.lose(slot) {
+            *self.inner.since.lock() = Instant::now();
             self.inner.term.send_replace(None);
             let drained = self.inner.owned.drained(slot);
             if tokio::time::timeout(RESIGN_TIMEOUT, drained).await.is_err() {

@@ -10,12 +10,23 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A response: status code, `Content-Type` and body.
+/// A response: status code, `Content-Type`, every header and the body.
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub content_type: String,
+    pub headers: Vec<(String, String)>,
     pub body: String,
+}
+
+impl Response {
+    /// The value of header `name` (any case), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 /// `GET path` on `address`, with `Connection: close`; fails after 5 s.
@@ -47,14 +58,19 @@ async fn get_inner(address: SocketAddr, path: &str) -> Response {
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
         .expect("a status line");
-    let content_type = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_owned(), value.trim().to_owned()))
+        .collect();
+    let content_type = headers
+        .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-        .map(|(_, value)| value.trim().to_owned())
+        .map(|(_, value)| value.clone())
         .unwrap_or_default();
     Response {
         status,
         content_type,
+        headers,
         body: body.to_owned(),
     }
 }
