@@ -10,12 +10,6 @@ use tokio::time::Instant;
 
 use super::{Outcome, Triggers};
 
-/// How many reconciles a journal keeps.
-pub const JOURNAL_RECONCILES: usize = 32;
-/// How many failures a journal keeps, apart from the reconciles (so that a
-/// run of successes does not push the last error out of sight).
-pub const JOURNAL_FAILURES: usize = 16;
-
 /// One reconcile, as a [`Journal`] keeps it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -38,8 +32,8 @@ pub struct Reconciled<K> {
 }
 
 /// A controller's recent reconciles, newest last: the last
-/// [`JOURNAL_RECONCILES`], and apart from them the last
-/// [`JOURNAL_FAILURES`] that failed, with their messages. Also counts every
+/// [`RECONCILES`](Self::RECONCILES), and apart from them the last
+/// [`FAILURES`](Self::FAILURES) that failed, with their messages. Also counts every
 /// reconcile, failure and retry since the controller was built.
 ///
 /// A cheap handle: clones share one journal. The workers write it at the
@@ -93,6 +87,14 @@ pub struct Journal<K> {
     inner: Arc<Mutex<Entries<K>>>,
 }
 
+impl<K> Journal<K> {
+    /// How many reconciles a journal keeps.
+    pub const RECONCILES: usize = 32;
+    /// How many failures a journal keeps, apart from the reconciles (so
+    /// that a run of successes does not push the last error out of sight).
+    pub const FAILURES: usize = 16;
+}
+
 impl<K> Clone for Journal<K> {
     fn clone(&self) -> Self {
         Self {
@@ -105,7 +107,7 @@ impl<K> Default for Journal<K> {
     fn default() -> Self {
         Self {
             inner: Arc::new(Mutex::new(Entries {
-                reconciles: VecDeque::with_capacity(JOURNAL_RECONCILES),
+                reconciles: VecDeque::with_capacity(Self::RECONCILES),
                 failures: VecDeque::new(),
                 totals: JournalTotals::default(),
             })),
@@ -163,12 +165,12 @@ impl<K: Clone> Journal<K> {
             totals.retries = totals.retries.saturating_add(u64::from(entry.attempt > 1));
             if entry.failure.is_some() {
                 totals.failures = totals.failures.saturating_add(1);
-                if entries.failures.len() == JOURNAL_FAILURES {
+                if entries.failures.len() == Self::FAILURES {
                     evicted_failure = entries.failures.pop_front();
                 }
                 entries.failures.push_back(entry.clone());
             }
-            evicted = (entries.reconciles.len() == JOURNAL_RECONCILES)
+            evicted = (entries.reconciles.len() == Self::RECONCILES)
                 .then(|| entries.reconciles.pop_front());
             entries.reconciles.push_back(entry);
         }
@@ -205,10 +207,10 @@ mod tests {
             journal.record(entry(n, None));
         }
         let reconciles = journal.reconciles();
-        assert_eq!(reconciles.len(), JOURNAL_RECONCILES);
+        assert_eq!(reconciles.len(), Journal::<String>::RECONCILES);
         assert_eq!(
             reconciles[0].key,
-            format!("key-{}", 101 - JOURNAL_RECONCILES)
+            format!("key-{}", 101 - Journal::<String>::RECONCILES)
         );
         assert_eq!(reconciles.last().map(|r| r.key.as_str()), Some("key-100"));
         let failures = journal.failures();
@@ -224,11 +226,11 @@ mod tests {
     #[test]
     fn keeps_only_the_last_failures() {
         let journal = Journal::default();
-        for n in 0..JOURNAL_FAILURES + 5 {
+        for n in 0..Journal::<String>::FAILURES + 5 {
             journal.record(entry(n, Some("failed")));
         }
         let failures = journal.failures();
-        assert_eq!(failures.len(), JOURNAL_FAILURES);
+        assert_eq!(failures.len(), Journal::<String>::FAILURES);
         assert_eq!(failures[0].key, "key-5");
     }
 }

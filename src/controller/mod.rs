@@ -43,6 +43,7 @@ mod reconciler;
 mod scope;
 mod settle;
 mod sink;
+mod tasks;
 mod trigger;
 mod watch;
 mod worker;
@@ -52,14 +53,13 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::environment::Environment;
 pub use self::finalizer::{Finalize, FinalizerError, finalizer};
-pub use self::journal::{JOURNAL_FAILURES, JOURNAL_RECONCILES, Journal, JournalTotals, Reconciled};
+pub use self::journal::{Journal, JournalTotals, Reconciled};
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
@@ -75,6 +75,7 @@ use self::gate::Gate;
 use self::last_states::LastStates;
 pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
 use self::sink::Enqueue;
+use self::tasks::{drain, hard_stop_of, join_all, spawn_gate, spawn_workers};
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::error::SettingError;
@@ -576,22 +577,6 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     }
 }
 
-/// Spawns the workers (and the resync task) of a controller run.
-fn spawn_workers<O: Object, R: Reconciler<O>>(
-    worker: &Arc<Worker<O, R>>,
-    hard_stop: &CancellationToken,
-    resync: Option<Duration>,
-) -> JoinSet<()> {
-    let mut tasks = JoinSet::new();
-    for _ in 0..worker.workers {
-        tasks.spawn(Arc::clone(worker).run(hard_stop.clone()));
-    }
-    if let Some(period) = resync {
-        tasks.spawn(Arc::clone(worker).resync_every(period, worker.stopping.clone()));
-    }
-    tasks
-}
-
 /// Waits for every subscription of controller `name`, all within one sync
 /// timeout.
 async fn wait_synced(
@@ -613,30 +598,6 @@ async fn wait_synced(
     Ok(())
 }
 
-/// Waits `grace` for the workers of controller `name` to finish, then
-/// cancels the reconciles still running and waits for them.
-async fn drain(
-    tasks: &mut JoinSet<()>,
-    grace: Duration,
-    hard_stop: &CancellationToken,
-    name: &str,
-) {
-    if tokio::time::timeout(grace, join_all(tasks)).await.is_err() {
-        tracing::warn!(controller = %name, ?grace, "grace period over, cancelling in-flight reconciles");
-        hard_stop.cancel();
-        join_all(tasks).await;
-    }
-}
-
-/// Waits for every task, logging any that panicked outside a reconcile.
-async fn join_all(tasks: &mut JoinSet<()>) {
-    while let Some(result) = tasks.join_next().await {
-        if let Err(error) = result {
-            tracing::error!(%error, "controller task failed");
-        }
-    }
-}
-
 impl<O: Object, R> fmt::Debug for Controller<O, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Controller")
@@ -647,25 +608,4 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// The token that ends the workers at once: a child of the environment's
-/// abort token, or a token of its own.
-fn hard_stop_of<K>(env: &Environment<K>) -> CancellationToken {
-    env.abort
-        .as_ref()
-        .map_or_else(CancellationToken::new, CancellationToken::child_token)
-}
-
-/// Ends the keys held for their writes (read-your-writes on), until the
-/// token returned is cancelled: after the workers stop.
-fn spawn_gate<O: Object, R: Reconciler<O>>(
-    worker: &Arc<Worker<O, R>>,
-) -> (CancellationToken, JoinSet<()>) {
-    let gated = CancellationToken::new();
-    let mut gate = JoinSet::new();
-    if worker.gate.is_some() {
-        gate.spawn(Arc::clone(worker).watch_writes(gated.clone()));
-    }
-    (gated, gate)
 }

@@ -129,6 +129,8 @@
 //!
 //! | path | answer |
 //! |---|---|
+//! | `/`, `/status` | a live status page (its `status.js` and `status.css` beside it): each controller's queue, keys in flight (stuck ones flagged), last reconciles and errors; each informer; the election; the shards. Updated every second from `/status.json` |
+//! | `/status.json` | JSON: what the page shows (see `docs/controllers.md` in the repository) |
 //! | `/metrics` | the registry, in Prometheus text format 0.0.4 |
 //! | `/healthz` | 200 while no task has failed and nothing is stuck (see [Health](#health)); 503 with one line per reason otherwise |
 //! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), and not shutting down; 503 with the reasons otherwise, naming each informer and each controller not synced yet |

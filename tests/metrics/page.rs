@@ -72,44 +72,7 @@ async fn status_json_shows_keys_in_flight_stuck_keys_reconciles_and_errors() {
     })
     .await;
     let report = json(&response);
-    let controller = &report["controllers"][0];
-    assert_eq!(controller["name"], "widgets");
-    assert_eq!(controller["placement"], "everywhere");
-    assert_eq!(controller["active"], true);
-    assert_eq!(controller["in_flight"], 1);
-    assert_eq!(controller["keys_in_flight"][0]["key"], "held");
-    assert!(controller["keys_in_flight"][0]["age_seconds"].as_f64() > Some(0.2));
-    assert_eq!(controller["stuck_after_seconds"].as_f64(), Some(0.2));
-    let error = &controller["errors"][0];
-    assert_eq!(error["key"], "terminal");
-    assert_eq!(error["outcome"], "terminal error");
-    assert_eq!(error["error"], "invalid spec");
-    assert_eq!(error["triggers"], "initial");
-    let recent: Vec<_> = controller["recent"]
-        .as_array()
-        .expect("a list")
-        .iter()
-        .map(|r| {
-            (
-                r["key"].as_str().unwrap_or_default(),
-                r["outcome"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
-    for expected in [
-        ("ok", "success"),
-        ("terminal", "terminal error"),
-        (MARKUP_KEY, "success"),
-    ] {
-        assert!(recent.contains(&expected), "{expected:?} in {recent:?}");
-    }
-    assert_eq!(
-        (
-            controller["failures"].as_u64(),
-            controller["retries"].as_u64()
-        ),
-        (Some(1), Some(0))
-    );
+    shows_the_controller(&report["controllers"][0]);
     let informer = &report["informers"][0];
     assert_eq!(
         (informer["name"].as_str(), informer["synced"].as_bool()),
@@ -153,6 +116,48 @@ async fn status_json_shows_the_election() {
     assert!(report["election"]["for_seconds"].as_f64() >= Some(0.0));
     shutdown.cancel();
     within("run to return", LIMIT, run).await.unwrap().unwrap();
+}
+
+/// The `widgets` controller: `held` in flight and stuck, `terminal` failed,
+/// the others reconciled.
+fn shows_the_controller(controller: &serde_json::Value) {
+    assert_eq!(controller["name"], "widgets");
+    assert_eq!(controller["placement"], "everywhere");
+    assert_eq!(controller["active"], true);
+    assert_eq!(controller["in_flight"], 1);
+    assert_eq!(controller["keys_in_flight"][0]["key"], "held");
+    assert!(controller["keys_in_flight"][0]["age_seconds"].as_f64() > Some(0.2));
+    assert_eq!(controller["stuck_after_seconds"].as_f64(), Some(0.2));
+    let error = &controller["errors"][0];
+    assert_eq!(error["key"], "terminal");
+    assert_eq!(error["outcome"], "terminal error");
+    assert_eq!(error["error"], "invalid spec");
+    assert_eq!(error["triggers"], "initial");
+    let recent: Vec<_> = controller["recent"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap_or_default(),
+                r["outcome"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("ok", "success"),
+        ("terminal", "terminal error"),
+        (MARKUP_KEY, "success"),
+    ] {
+        assert!(recent.contains(&expected), "{expected:?} in {recent:?}");
+    }
+    assert_eq!(
+        (
+            controller["failures"].as_u64(),
+            controller["retries"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
 }
 
 fn json(response: &http::Response) -> serde_json::Value {

@@ -108,9 +108,17 @@ function shards(s) {
       el("tr", {}, el("td", {}, o.shard), el("td", {}, o.token))), "no shard owned"));
 }
 
+function problems(report) {
+  const lines = [];
+  if (!report.health.ok) lines.push(...report.health.text.split("\n"));
+  if (!report.ready.ok) lines.push(report.ready.text);
+  return lines.map((line) => el("li", {}, line));
+}
+
 function draw(report) {
   badge("health", "health", report.health);
   badge("ready", "ready", report.ready);
+  document.getElementById("problems").replaceChildren(...problems(report));
   document.getElementById("controllers").replaceChildren(
     ...(report.controllers.length ? report.controllers.map(controllerCard)
       : [el("p", { class: "muted" }, "no controller")]));
