@@ -442,7 +442,7 @@ pub use backend::{memory, poll};
 /// re-exported so that implementing tend's traits needs no extra dependency.
 pub use async_trait::async_trait;
 pub use informer::{
-    Cache, Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId,
+    Cache, CacheLag, Event, IndexValue, Informer, InformerBuilder, InformerError, InformerId,
     InformerSetting, InformerStats, Subscription,
 };
 pub use key::QueueKey;

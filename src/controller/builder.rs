@@ -86,7 +86,7 @@ pub struct ControllerBuilder<O: Object, R> {
 /// to primary keys, and triggers from outside the informers.
 pub(crate) struct Inputs<O: Object> {
     pub(crate) primary: Watch<O>,
-    pub(crate) secondaries: Vec<Box<dyn Secondary<O::Key>>>,
+    pub(crate) secondaries: Vec<Arc<dyn Secondary<O::Key>>>,
     pub(crate) externals: Vec<External<O::Key>>,
 }
 
@@ -104,6 +104,8 @@ pub(crate) struct Config {
     pub(crate) read_your_writes: Option<Duration>,
     /// The debounce window of change events; `None`: none.
     pub(crate) debounce: Option<Duration>,
+    /// No reconcile starts while a cache lags longer than this.
+    pub(crate) lag_hold: Option<Duration>,
     pub(crate) clients: Clients,
 }
 
@@ -129,6 +131,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 shutdown_grace: Duration::from_secs(30),
                 read_your_writes: Some(DEFAULT_READ_YOUR_WRITES),
                 debounce: None,
+                lag_hold: None,
                 clients: Clients::default(),
             },
             limiter: None,
@@ -151,7 +154,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         watch: impl Into<Watch<P>>,
         owner_of: impl Fn(&P) -> Option<O::Key> + Send + Sync + 'static,
     ) -> Self {
-        self.inputs.secondaries.push(Box::new(Mapped {
+        self.inputs.secondaries.push(Arc::new(Mapped {
             watch: watch.into(),
             map: Arc::new(move |object: &P| owner_of(object).into_iter().collect()),
             trigger: Trigger::Owned,
@@ -166,7 +169,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         watch: impl Into<Watch<P>>,
         map: impl Fn(&P) -> Vec<O::Key> + Send + Sync + 'static,
     ) -> Self {
-        self.inputs.secondaries.push(Box::new(Mapped {
+        self.inputs.secondaries.push(Arc::new(Mapped {
             watch: watch.into(),
             map: Arc::new(map),
             trigger: Trigger::Mapped,
@@ -354,6 +357,22 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
+    /// Starts no reconcile while one of this controller's caches (the
+    /// primary's, or a secondary's that is not
+    /// [optional](super::Watch::optional)) has lagged its source for longer
+    /// than `bound` ([`CacheLag::behind_for`](crate::CacheLag::behind_for)):
+    /// a stale cache would have the reconciler act on a world that has moved
+    /// on. Off by default. Keys stay queued, changes keep coalescing, and
+    /// every held key runs once the caches catch up; a reconcile that
+    /// started goes on. Checked before each key a worker takes (a lock per
+    /// cache, only with this on), and every 100 ms while held. The lag is measured at the informers'
+    /// probes (see [`InformerBuilder::lag_probe_every`](crate::InformerBuilder::lag_probe_every)),
+    /// so keep the bound above a probe period. A zero bound is refused.
+    pub fn hold_while_lagging(mut self, bound: Duration) -> Self {
+        self.config.lag_hold = Some(bound);
+        self
+    }
+
     /// Debounces change events (default: off), for controllers that prefer
     /// fewer reconciles to latency: a change of a key (of the primary, or of
     /// an owned or watched object mapped to it) reconciles it `window` after
@@ -467,6 +486,7 @@ impl<O: Object, R> ControllerBuilder<O, R> {
                 ),
                 (ControllerSetting::ReadYourWrites, config.read_your_writes),
                 (ControllerSetting::Debounce, config.debounce),
+                (ControllerSetting::HoldWhileLagging, config.lag_hold),
             ]
             .into_iter()
             .find(|(_, value)| zero(*value))

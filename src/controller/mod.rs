@@ -34,6 +34,7 @@ mod feed;
 mod finalizer;
 mod gate;
 mod journal;
+mod lag_gate;
 mod last_states;
 mod observer;
 mod ownership;
@@ -72,6 +73,7 @@ use self::context::Caches;
 use self::departed::Departed;
 use self::feed::Feed;
 use self::gate::Gate;
+use self::lag_gate::{LagGate, LagOf};
 use self::last_states::LastStates;
 pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
 use self::sink::Enqueue;
@@ -202,6 +204,8 @@ pub enum ControllerSetting {
     Debounce,
     /// [`ControllerBuilder::concurrency`].
     Concurrency,
+    /// [`ControllerBuilder::hold_while_lagging`].
+    HoldWhileLagging,
 }
 
 impl fmt::Display for ControllerSetting {
@@ -216,6 +220,7 @@ impl fmt::Display for ControllerSetting {
             Self::ReadYourWrites => "read_your_writes",
             Self::Debounce => "debounce",
             Self::Concurrency => "concurrency",
+            Self::HoldWhileLagging => "hold_while_lagging",
         })
     }
 }
@@ -494,6 +499,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             .max_grace
             .map_or(config.shutdown_grace, |max| config.shutdown_grace.min(max));
         let store = inputs.primary.informer().cache();
+        let lag_gate = lag_gate(&name, &inputs, config.lag_hold);
         let worker = Arc::new(Worker {
             name,
             store: store.clone(),
@@ -507,6 +513,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             gate: config.read_your_writes.map(Gate::new),
             last_states,
             journal,
+            lag_gate,
             stopping: env.stop.clone(),
         });
         let hard_stop = hard_stop_of(&env);
@@ -608,4 +615,17 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
+}
+
+/// The gate of `hold_while_lagging`, over the primary's cache and every
+/// secondary's the controller waits for.
+fn lag_gate<O: Object>(name: &str, inputs: &Inputs<O>, bound: Option<Duration>) -> Option<LagGate> {
+    let bound = bound?;
+    let primary = inputs.primary.informer().clone();
+    let mut caches: Vec<LagOf> = vec![Arc::new(move || primary.lag())];
+    for secondary in inputs.secondaries.iter().filter(|s| !s.optional()) {
+        let secondary = Arc::clone(secondary);
+        caches.push(Arc::new(move || secondary.lag()));
+    }
+    Some(LagGate::new(name.to_owned(), bound, caches))
 }

@@ -13,7 +13,9 @@ use super::departed::Departed;
 use super::last_states::LastStates;
 use super::sink::{Enqueue, Keys};
 use super::{Predicate, Trigger};
-use crate::informer::{Event, Handler, Informer, InformerError, InformerId, Subscription};
+use crate::informer::{
+    CacheLag, Event, Handler, Informer, InformerError, InformerId, Subscription,
+};
 use crate::object::Object;
 
 /// A source a controller subscribes to, with an optional predicate.
@@ -298,6 +300,8 @@ pub(crate) trait Secondary<K: crate::QueueKey>: Send + Sync {
     fn add_cache(&self, caches: &mut Caches);
     fn informer_id(&self) -> InformerId;
     fn optional(&self) -> bool;
+    /// How far its cache is behind its source.
+    fn lag(&self) -> Option<CacheLag>;
 }
 
 pub(crate) struct Mapped<P: Object, K> {
@@ -351,6 +355,10 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
 
     fn optional(&self) -> bool {
         self.watch.optional
+    }
+
+    fn lag(&self) -> Option<CacheLag> {
+        self.watch.informer.lag()
     }
 }
 

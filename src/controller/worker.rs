@@ -15,6 +15,7 @@ use super::call::{Stops, call, panic_message};
 use super::context::Caches;
 use super::gate::Gate;
 use super::journal::{Journal, Reconciled};
+use super::lag_gate::LagGate;
 use super::last_states::LastStates;
 use super::ownership::{Claim, Claimed};
 use super::pace::Pace;
@@ -45,6 +46,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) last_states: Arc<LastStates<O>>,
     /// The last reconciles and failures.
     pub(super) journal: Journal<O::Key>,
+    /// Holds reconciles while a cache lags (`hold_while_lagging`).
+    pub(super) lag_gate: Option<LagGate>,
     /// The controller's graceful stop: a worker waiting to be allowed to
     /// reconcile (a standby) stops waiting.
     pub(super) stopping: CancellationToken,
@@ -171,6 +174,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             if refill && local.stop.is_cancelled() {
                 return None;
             }
+            if let Some(gate) = self
+                .lag_gate
+                .as_ref()
+                .filter(|gate| gate.lagging().is_some())
+            {
+                // Ends the run's keys before the wait, holding none in flight.
+                local.batch.release();
+                gate.until_current(&local.stop, &self.stopping).await?;
+            }
             if let Some(handed) = local.batch.next(pace.last_end, max, pace.spare) {
                 return Some((handed, pace.last_end));
             }
@@ -182,6 +194,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
                 .catch_unwind()
                 .await
             {
+                // Came while a cache lags: back to the queue, and wait.
+                Ok(Some(handed))
+                    if self
+                        .lag_gate
+                        .as_ref()
+                        .is_some_and(|g| g.lagging().is_some()) =>
+                {
+                    self.keep(local, handed);
+                }
                 Ok(taken) => return taken.map(|handed| (handed, Instant::now())),
                 Err(panic) => {
                     tracing::error!(controller = %self.name, panic = %panic_message(&*panic), "taking a key panicked");

@@ -7,6 +7,7 @@ mod apply;
 mod backoff;
 mod cache;
 mod dispatch;
+mod staleness;
 mod stats;
 mod tombstones;
 mod watcher;
@@ -22,11 +23,13 @@ use tracing::Instrument;
 
 pub use cache::{Cache, IndexValue};
 pub use dispatch::Subscription;
+pub use staleness::CacheLag;
 pub use stats::InformerStats;
 
 use self::cache::{IndexFn, TransformFn};
 pub(crate) use self::dispatch::Handler;
 use self::dispatch::{EachEvent, Subscribers};
+use self::staleness::Staleness;
 use self::stats::Counters;
 use crate::error::SettingError;
 use crate::object::Object;
@@ -130,6 +133,8 @@ pub enum InformerSetting {
     RelistEvery,
     /// [`InformerBuilder::backoff`].
     Backoff,
+    /// [`InformerBuilder::lag_probe_every`].
+    LagProbeEvery,
 }
 
 impl fmt::Display for InformerSetting {
@@ -138,6 +143,7 @@ impl fmt::Display for InformerSetting {
             Self::ResyncEvery => "resync_every",
             Self::RelistEvery => "relist_every",
             Self::Backoff => "backoff",
+            Self::LagProbeEvery => "lag_probe_every",
         })
     }
 }
@@ -343,6 +349,7 @@ struct Shared<O: Object> {
     options: Options,
     transform: Option<TransformFn<O>>,
     counters: Counters,
+    staleness: Staleness,
     running: AtomicBool,
 }
 
@@ -355,6 +362,7 @@ struct Options {
     backoff_max: Duration,
     backoff_reset_after: Duration,
     max_watch_failures: NonZeroU32,
+    lag_probe: Option<Duration>,
 }
 
 impl Default for Options {
@@ -366,6 +374,7 @@ impl Default for Options {
             backoff_max: Duration::from_secs(30),
             backoff_reset_after: Duration::from_secs(120),
             max_watch_failures: NonZeroU32::new(5).unwrap_or(NonZeroU32::MIN),
+            lag_probe: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -473,7 +482,21 @@ impl<O: Object> Informer<O> {
     /// The informer's counters now.
     #[must_use]
     pub fn stats(&self) -> InformerStats {
-        self.shared.counters.snapshot(self.shared.store.len())
+        let mut stats = self.shared.counters.snapshot(self.shared.store.len());
+        stats.lag = self
+            .shared
+            .staleness
+            .lag(stats.revision, tokio::time::Instant::now());
+        stats
+    }
+
+    /// How far the cache is behind the source now; `None` until a probe of
+    /// the source's head answered (never, when the source cannot tell or
+    /// the probe is off: see [`InformerBuilder::lag_probe_every`]).
+    #[must_use]
+    pub fn lag(&self) -> Option<CacheLag> {
+        let seen = self.shared.counters.revision();
+        self.shared.staleness.lag(seen, tokio::time::Instant::now())
     }
 
     /// Lists and watches the source, keeping the cache up to date, until
@@ -501,10 +524,15 @@ impl<O: Object> Informer<O> {
         }
         let _running = RunningGuard(&self.shared.running);
         let span = tracing::info_span!("informer", source = %self.shared.name);
-        watcher::Runner::new(&self.shared)
-            .run(cancel)
-            .instrument(span)
-            .await;
+        let shared = &self.shared;
+        let probe = async {
+            if let Some(period) = shared.options.lag_probe {
+                let seen = || shared.counters.revision();
+                staleness::probe(&*shared.source, &shared.staleness, seen, period, &cancel).await;
+            }
+        };
+        let watch = watcher::Runner::new(shared).run(cancel.clone());
+        futures::future::join(watch, probe).instrument(span).await;
         Ok(())
     }
 }
@@ -609,6 +637,22 @@ impl<O: Object> InformerBuilder<O> {
         self
     }
 
+    /// Asks the source for its newest revision every `period` (±10 %), to
+    /// tell how far the cache is behind ([`Informer::lag`], and the
+    /// manager's metrics, status page and lag bounds). Default: every 10 s,
+    /// one cheap request ([`Source::head`]); a source that cannot tell is
+    /// asked once. Must not be zero; `Duration::MAX` asks once.
+    pub fn lag_probe_every(mut self, period: Duration) -> Self {
+        self.options.lag_probe = Some(period);
+        self
+    }
+
+    /// Never asks the source for its head: [`Informer::lag`] stays `None`.
+    pub fn without_lag_probe(mut self) -> Self {
+        self.options.lag_probe = None;
+        self
+    }
+
     /// Applies `transform` to every object before caching it (e.g. to strip
     /// fields and save memory). It must keep the key and the version.
     pub fn transform<F>(mut self, transform: F) -> Self
@@ -649,6 +693,7 @@ impl<O: Object> InformerBuilder<O> {
                 options: self.options,
                 transform: self.transform,
                 counters: Counters::default(),
+                staleness: Staleness::default(),
                 running: AtomicBool::new(false),
             }),
         })
@@ -666,6 +711,9 @@ impl<O: Object> InformerBuilder<O> {
         }
         if options.relist.is_some_and(|period| period.is_zero()) {
             return Err(invalid(InformerSetting::RelistEvery, SettingError::Zero));
+        }
+        if options.lag_probe.is_some_and(|period| period.is_zero()) {
+            return Err(invalid(InformerSetting::LagProbeEvery, SettingError::Zero));
         }
         if options.backoff_initial.is_zero() || options.backoff_reset_after.is_zero() {
             return Err(invalid(InformerSetting::Backoff, SettingError::Zero));

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::CacheLag;
 use crate::object::Revision;
 
 /// A snapshot of an informer's counters, from
@@ -73,6 +74,9 @@ pub struct InformerStats {
     /// list, watch or open watch after a success. `None` while the last
     /// call succeeded (a list, an opened watch, a change or bookmark).
     pub failing_since: Option<Instant>,
+    /// How far the cache is behind the source (see [`CacheLag`]); `None`
+    /// until the source's head was probed.
+    pub lag: Option<CacheLag>,
 }
 
 /// The live counters, updated by the informer's task.
@@ -125,6 +129,11 @@ impl Counters {
         self.progress.lock().failing_since.get_or_insert(now);
     }
 
+    /// The newest revision seen (where the next watch starts).
+    pub(crate) fn revision(&self) -> Revision {
+        Revision::new(self.revision.load(Ordering::Relaxed))
+    }
+
     pub(crate) fn snapshot(&self, cache_size: usize) -> InformerStats {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let progress = *self.progress.lock();
@@ -139,6 +148,7 @@ impl Counters {
             revision: Revision::new(load(&self.revision)),
             last_progress: progress.last,
             failing_since: progress.failing_since,
+            lag: None,
         }
     }
 }

@@ -51,6 +51,7 @@ pub struct ManagerBuilder {
     pub(super) campaign_again: bool,
     pub(super) unsynced: UnsyncedCaches,
     pub(super) standby_ready: bool,
+    pub(super) ready_lag: Option<Duration>,
     pub(super) stalls: StallLimits,
     pub(super) signals: Signals,
     pub(super) registry: Option<Registry>,
@@ -69,6 +70,7 @@ impl ManagerBuilder {
             campaign_again: false,
             unsynced: UnsyncedCaches::Wait,
             standby_ready: true,
+            ready_lag: None,
             stalls: StallLimits::DEFAULT,
             signals: Signals::Os,
             registry: None,
@@ -196,6 +198,23 @@ impl ManagerBuilder {
         self
     }
 
+    /// `/readyz` fails while an informer whose sync someone waits for has
+    /// lagged its source for longer than `bound`: its cache has lacked a
+    /// revision the source had for that long ([`CacheLag::behind_for`]),
+    /// naming the informer. Off by default. The lag is measured at the
+    /// informer's probes ([`InformerBuilder::lag_probe_every`], 10 s by
+    /// default), so keep the bound above a probe period; on etcd and
+    /// Kubernetes a quiet cache catches up at its next bookmark (see
+    /// [`Source::head`]). Must not be zero.
+    ///
+    /// [`CacheLag::behind_for`]: crate::CacheLag::behind_for
+    /// [`InformerBuilder::lag_probe_every`]: crate::InformerBuilder::lag_probe_every
+    /// [`Source::head`]: crate::Source::head
+    pub fn not_ready_while_lagging(mut self, bound: Duration) -> Self {
+        self.ready_lag = Some(bound);
+        self
+    }
+
     /// `/healthz` fails while a controller holds a key longer than
     /// `timeouts` × its reconcile timeout (default 3), naming the controller
     /// and its oldest such keys.
@@ -276,6 +295,7 @@ impl ManagerBuilder {
             (ManagerSetting::SyncTimeout, Some(self.sync_timeout)),
             (ManagerSetting::StuckKeyAfter, self.stalls.held),
             (ManagerSetting::StalledInformerAfter, self.stalls.informer),
+            (ManagerSetting::NotReadyWhileLagging, self.ready_lag),
         ]
         .into_iter()
         .find(|(_, value)| value.is_some_and(|d| d.is_zero()));
@@ -351,6 +371,7 @@ impl fmt::Debug for ManagerBuilder {
             .field("campaign_again", &self.campaign_again)
             .field("unsynced", &self.unsynced)
             .field("standby_ready", &self.standby_ready)
+            .field("ready_lag", &self.ready_lag)
             .field("stalls", &self.stalls)
             .field("signals", &self.signals)
             .finish_non_exhaustive()

@@ -37,6 +37,8 @@ pub enum ManagerSetting {
     StuckKeyAfter,
     /// [`ManagerBuilder::stalled_informer_after`](super::ManagerBuilder::stalled_informer_after).
     StalledInformerAfter,
+    /// [`ManagerBuilder::not_ready_while_lagging`](super::ManagerBuilder::not_ready_while_lagging).
+    NotReadyWhileLagging,
 }
 
 impl fmt::Display for ManagerSetting {
@@ -46,6 +48,7 @@ impl fmt::Display for ManagerSetting {
             Self::SyncTimeout => "sync_timeout",
             Self::StuckKeyAfter => "stuck_key_after",
             Self::StalledInformerAfter => "stalled_informer_after",
+            Self::NotReadyWhileLagging => "not_ready_while_lagging",
         })
     }
 }

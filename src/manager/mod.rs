@@ -133,7 +133,7 @@
 //! | `/status.json` | JSON: what the page shows (see `docs/controllers.md` in the repository) |
 //! | `/metrics` | the registry, in Prometheus text format 0.0.4 |
 //! | `/healthz` | 200 while no task has failed and nothing is stuck (see [Health](#health)); 503 with one line per reason otherwise |
-//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), and not shutting down; 503 with the reasons otherwise, naming each informer and each controller not synced yet |
+//! | `/readyz` | 200 once every cache has synced, while leading (or standing by, see [`ManagerBuilder::standby_is_ready`]), with sharding once the assigned shards are owned (or three handover timeouts after joining), not shutting down, and (with [`ManagerBuilder::not_ready_while_lagging`]) while no informer lags its source past the bound; 503 with the reasons otherwise, naming each informer and each controller not synced yet, and each informer lagging |
 //! | `/debug/runnables` | JSON: every controller and task, its placement, and whether it is active on this replica now |
 //! | `/debug/shards` | JSON, with sharding: the group, this member, the members it sees, the shards assigned to it and the shards it owns with their tokens (404 without sharding) |
 //! | `/debug/queues` | JSON: per controller, queued, delayed and in-flight counts and the oldest in-flight keys (string keys as written, an [`ObjectKey`](crate::ObjectKey) as `namespace/name`, others in their `Debug` form) with their age in seconds |
@@ -274,6 +274,7 @@ struct Config {
     sync_timeout: Duration,
     unsynced: UnsyncedCaches,
     standby_ready: bool,
+    ready_lag: Option<Duration>,
     stalls: health::StallLimits,
 }
 
@@ -319,6 +320,7 @@ impl Manager {
                 sync_timeout: builder.sync_timeout,
                 unsynced: builder.unsynced,
                 standby_ready: builder.standby_ready,
+                ready_lag: builder.ready_lag,
                 stalls: builder.stalls,
             },
             registry,

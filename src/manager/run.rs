@@ -136,6 +136,7 @@ impl Manager {
             leadership: self.placer.leadership.clone(),
             sharding: self.placer.sharding.clone(),
             standby_ready: self.config.standby_ready,
+            ready_lag: self.config.ready_lag,
             stopping: AtomicBool::new(false),
             failed: Mutex::new(None),
         }

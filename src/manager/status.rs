@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -34,6 +35,8 @@ pub(super) struct Status {
     pub(super) sharding: Option<Sharding>,
     /// Whether a standby (not leader) counts as ready.
     pub(super) standby_ready: bool,
+    /// Not ready while an awaited informer lags longer than this.
+    pub(super) ready_lag: Option<Duration>,
     pub(super) stopping: AtomicBool,
     pub(super) failed: Mutex<Option<String>>,
 }
@@ -111,6 +114,25 @@ impl Status {
         reasons
     }
 
+    /// Each awaited informer that lags longer than the ready bound.
+    fn lagging(&self) -> Vec<String> {
+        let Some(bound) = self.ready_lag else {
+            return Vec::new();
+        };
+        let controllers = self.controllers.lock();
+        let informers = self.informers.awaited(&optional_only(&controllers));
+        informers
+            .iter()
+            .filter_map(|(name, informer)| {
+                let lag = informer.stats().lag.filter(|lag| lag.behind_for > bound)?;
+                Some(format!(
+                    "informer `{name}` lags its source: {} revisions behind for {:?} (bound {bound:?})",
+                    lag.revisions, lag.behind_for
+                ))
+            })
+            .collect()
+    }
+
     /// `/readyz`: every cache synced, and leading (or a standby, if that
     /// counts as ready), and not shutting down.
     pub(super) fn readiness(&self) -> Probe {
@@ -119,6 +141,7 @@ impl Status {
             reasons.push("shutting down".to_owned());
         }
         reasons.extend(self.unsynced());
+        reasons.extend(self.lagging());
         let standby = self.leadership.as_ref().is_some_and(|l| !l.is_leader());
         if standby && !self.standby_ready {
             reasons.push("not the leader".to_owned());
@@ -264,6 +287,7 @@ mod tests {
             leadership: None,
             sharding: None,
             standby_ready: true,
+            ready_lag: None,
             stopping: AtomicBool::new(false),
             failed: Mutex::new(None),
         }
@@ -378,6 +402,62 @@ mod tests {
         tokio::time::sleep(MINUTE).await;
         assert!(informer.is_synced());
         assert!(status.health().ok, "healthy again after a successful list");
+        cancel.cancel();
+        run.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readyz_fails_while_an_informer_lags_past_the_bound_and_recovers() {
+        let store = MemoryStore::<Item>::new("items");
+        store.put(Item {
+            name: "a".to_owned(),
+            version: Revision::ZERO,
+        });
+        let faults = crate::memory::Faults {
+            seed: 3,
+            delay: Some(Duration::from_secs(30)),
+            ..crate::memory::Faults::default()
+        };
+        store.set_faults(faults).unwrap();
+        let informer = Informer::builder(store.clone())
+            .lag_probe_every(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let shared: Arc<dyn SharedInformer> = Arc::new(informer.clone());
+        let mut status = status(Vec::new(), vec![("items".to_owned(), shared)]);
+        status.ready_lag = Some(Duration::from_secs(2));
+        let cancel = CancellationToken::new();
+        let run = tokio::spawn(SharedInformer::run(&informer, cancel.clone()));
+        informer.wait_synced(MINUTE).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(status.readiness().ok, "{}", status.readiness().text);
+
+        store.put(Item {
+            name: "a".to_owned(),
+            version: Revision::ZERO,
+        });
+        let head = store.revision();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(
+            informer.stats().revision < head,
+            "the seed delays the change past the bound"
+        );
+        let probe = status.readiness();
+        assert!(!probe.ok);
+        assert!(
+            probe.text.starts_with(
+                "not ready: informer `items` lags its source: 1 revisions behind for "
+            ),
+            "{}",
+            probe.text
+        );
+        while informer.stats().revision < head {
+            tokio::time::sleep(MS * 10).await;
+        }
+        assert!(
+            status.readiness().ok,
+            "ready again once the cache caught up"
+        );
         cancel.cancel();
         run.await.unwrap().unwrap();
     }

@@ -328,4 +328,25 @@ pub trait Source: Send + Sync + 'static {
     ///
     /// Cancel safe: dropping the future abandons the watch.
     async fn watch(&self, from: Revision) -> Result<WatchStream<Self::Object>, SourceError>;
+
+    /// The source's newest revision now (its head), or `None` when it
+    /// cannot tell (the default). The informer asks every
+    /// [probe period](crate::InformerBuilder::lag_probe_every) and compares
+    /// it with the newest revision its cache has seen, to tell how far the
+    /// cache is behind ([`CacheLag`](crate::CacheLag)). Answer with one cheap
+    /// request: it is made again and again. A head that counts changes the
+    /// watch never delivers (a revision shared with other data) shows as a
+    /// lag until a bookmark moves the cache past it.
+    ///
+    /// # Errors
+    ///
+    /// [`SourceError::Unavailable`] when the source cannot be read now (the
+    /// informer keeps the last head it had, and asks again next period).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request.
+    async fn head(&self) -> Result<Option<Revision>, SourceError> {
+        Ok(None)
+    }
 }

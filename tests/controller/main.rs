@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 mod cancellation;
 mod config;
 mod convergence;
+mod lag_hold;
 mod predicates;
 mod retries;
 mod retry_after;

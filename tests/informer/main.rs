@@ -25,6 +25,7 @@ use support::{
 
 mod chaos;
 mod errors;
+mod lag;
 mod lifecycle;
 mod live;
 mod processing;

@@ -82,6 +82,13 @@ async fn status_json_shows_keys_in_flight_stuck_keys_reconciles_and_errors() {
     assert!(informer["failing_for_seconds"].is_null());
     assert_eq!(
         (
+            informer["lag_revisions"].as_u64(),
+            informer["behind_for_seconds"].as_f64()
+        ),
+        (Some(0), Some(0.0))
+    );
+    assert_eq!(
+        (
             report["health"]["ok"].as_bool(),
             report["ready"]["ok"].as_bool()
         ),

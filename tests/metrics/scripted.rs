@@ -199,6 +199,16 @@ fn assert_informer_election_and_user_metrics(metrics: &Exposition) {
     assert_eq!(metrics.value("tend_informer_lists_total", &i), Some(1.0));
     assert_eq!(metrics.value("tend_informer_relists_total", &i), Some(0.0));
     assert_eq!(metrics.value("tend_informer_cache_size", &i), Some(5.0));
+    // The first probe of the store's head answers at once; the cache is current.
+    assert_eq!(metrics.value("tend_informer_lag_revisions", &i), Some(0.0));
+    assert_eq!(metrics.value("tend_informer_lag_seconds", &i), Some(0.0));
+    assert_eq!(
+        metrics
+            .types
+            .get("tend_informer_lag_seconds")
+            .map(String::as_str),
+        Some("gauge")
+    );
     assert_eq!(
         metrics.value("leader_election_master_status", &[("name", "metrics-lock")]),
         Some(1.0)

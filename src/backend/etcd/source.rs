@@ -458,4 +458,17 @@ where
             .map_err(SourceError::unavailable)?;
         Ok(watch::open(Arc::clone(&self.shared), stream, from))
     }
+
+    /// The header revision of a get of one key (the prefix itself): the
+    /// whole etcd's revision, which writes outside the prefix move too; the
+    /// watch's progress notifications move the cache past them.
+    async fn head(&self) -> Result<Option<Revision>, SourceError> {
+        let shared = &self.shared;
+        let mut kv = shared.client.kv_client();
+        let answer: GetResponse = shared
+            .timed(kv.get(range_start(&shared.prefix), None))
+            .await
+            .map_err(SourceError::unavailable)?;
+        Ok(answer.header().map(|header| revision(header.revision())))
+    }
 }

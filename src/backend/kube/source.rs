@@ -248,6 +248,22 @@ where
             })?;
         Ok(guarded(events.boxed(), from))
     }
+
+    /// The `resourceVersion` of a list of at most one object: the API
+    /// server's newest revision (its etcd's, which every resource's writes
+    /// move), compared as an integer as every revision here is. A quiet
+    /// resource's cache catches up at its next bookmark (about a minute).
+    async fn head(&self) -> Result<Option<Revision>, SourceError> {
+        let page = self
+            .endpoint
+            .list(&self.list_params().limit(1))
+            .await
+            .map_err(SourceError::unavailable)?;
+        let version = page.metadata.resource_version.as_deref().unwrap_or("");
+        parse_revision(version)
+            .map(Some)
+            .map_err(SourceError::unavailable)
+    }
 }
 
 /// How long a watch may stay silent before it is taken for a dead

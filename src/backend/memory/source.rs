@@ -51,4 +51,9 @@ impl<O: Object> Source for MemoryStore<O> {
             roller,
         ))
     }
+
+    /// The store's revision: exact, as it counts this store's changes only.
+    async fn head(&self) -> Result<Option<Revision>, SourceError> {
+        Ok(Some(self.revision()))
+    }
 }

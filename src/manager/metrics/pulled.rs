@@ -141,5 +141,27 @@ fn encode_informers(
         informers
             .iter()
             .map(|(l, s)| (l, i64::try_from(s.cache_size).unwrap_or(i64::MAX))),
+    )?;
+    encode_lags(encoder, informers)
+}
+
+/// `tend_informer_lag_*{name}`, for the informers whose source's head was
+/// probed.
+fn encode_lags(
+    encoder: &mut DescriptorEncoder,
+    informers: &[(NameLabels, crate::informer::InformerStats)],
+) -> Result<(), std::fmt::Error> {
+    let lagging = || informers.iter().filter_map(|(l, s)| Some((l, s.lag?)));
+    encode_gauges(
+        encoder,
+        "tend_informer_lag_revisions",
+        "How many revisions the informer's cache is behind its source's newest, as last probed",
+        lagging().map(|(l, lag)| (l, i64::try_from(lag.revisions).unwrap_or(i64::MAX))),
+    )?;
+    encode_gauges(
+        encoder,
+        "tend_informer_lag_seconds",
+        "For how long the informer's cache has lacked a revision its source had (0 while current)",
+        lagging().map(|(l, lag)| (l, lag.behind_for.as_secs_f64())),
     )
 }

@@ -112,6 +112,9 @@ struct InformerReport {
     events_applied: u64,
     last_progress_ago_seconds: Option<f64>,
     failing_for_seconds: Option<f64>,
+    /// How far the cache is behind its source (`None`: not probed).
+    lag_revisions: Option<u64>,
+    behind_for_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -215,6 +218,8 @@ fn informer_report(
         events_applied: stats.events_applied,
         last_progress_ago_seconds: stats.last_progress.map(|at| seconds_since(at, now)),
         failing_for_seconds: stats.failing_since.map(|at| seconds_since(at, now)),
+        lag_revisions: stats.lag.map(|lag| lag.revisions),
+        behind_for_seconds: stats.lag.map(|lag| lag.behind_for.as_secs_f64()),
     }
 }
 

@@ -80,11 +80,13 @@ function controllerCard(c) {
 
 function informers(list) {
   return table(["informer", "synced", "objects", "revision", "lists", "relists", "watch restarts",
-    "events", "last progress", "failing for"], list.map((i) =>
+    "events", "behind", "last progress", "failing for"], list.map((i) =>
     el("tr", { class: "informer", "data-informer": i.name },
       el("td", { class: "key" }, i.name), el("td", {}, i.synced ? "yes" : "no"),
       el("td", {}, i.objects), el("td", {}, i.revision), el("td", {}, i.lists),
       el("td", {}, i.relists), el("td", {}, i.watch_restarts), el("td", {}, i.events_applied),
+      el("td", { class: i.behind_for_seconds ? "lag error" : "lag" }, i.lag_revisions === null
+        ? "not probed" : i.lag_revisions + " rev, for " + seconds(i.behind_for_seconds)),
       el("td", {}, i.last_progress_ago_seconds === null ? "never"
         : seconds(i.last_progress_ago_seconds) + " ago"),
       el("td", { class: i.failing_for_seconds === null ? "" : "error" },
