@@ -12,8 +12,8 @@ use super::external::External;
 use super::observer::NoopObserver;
 use super::watch::{Mapped, Secondary, Watch};
 use super::{
-    Controller, ControllerError, ControllerObserver, ControllerSetting, Predicate, Reconciler,
-    Trigger, Triggers,
+    Controller, ControllerError, ControllerObserver, ControllerSetting, HotKeyPolicy, Predicate,
+    Reconciler, Trigger, Triggers,
 };
 use crate::client::Client;
 use crate::error::SettingError;
@@ -106,6 +106,8 @@ pub(crate) struct Config {
     pub(crate) debounce: Option<Duration>,
     /// No reconcile starts while a cache lags longer than this.
     pub(crate) lag_hold: Option<Duration>,
+    /// When a key is hot; `None`: not detected.
+    pub(crate) hot_keys: Option<HotKeyPolicy>,
     pub(crate) clients: Clients,
 }
 
@@ -132,6 +134,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 read_your_writes: Some(DEFAULT_READ_YOUR_WRITES),
                 debounce: None,
                 lag_hold: None,
+                hot_keys: Some(HotKeyPolicy::default()),
                 clients: Clients::default(),
             },
             limiter: None,
@@ -373,6 +376,29 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
         self
     }
 
+    /// Detects hot keys with `policy` (default [`HotKeyPolicy::default`]:
+    /// more than 30 reconciles that wrote within a minute): a key
+    /// reconciled again and again with a write each time, the mark of two
+    /// controllers undoing each other or of a reconciler that writes a new
+    /// value on every run. Each episode is logged once (with the triggers
+    /// that keep waking the key), counted
+    /// (`tend_controller_hot_key_episodes_total`), listed by
+    /// [`Controller::hot_keys`](super::Controller::hot_keys) and flagged on
+    /// the status page; with [`HotKeyPolicy::spaced_up_to`] the key's
+    /// reconciles are also spaced out while it lasts. Only writes through
+    /// the reconcile's [`Context::client`](super::Context::client) count.
+    /// Zero writes or a zero window or spacing is refused.
+    pub fn hot_keys(mut self, policy: HotKeyPolicy) -> Self {
+        self.config.hot_keys = Some(policy);
+        self
+    }
+
+    /// Turns hot-key detection off.
+    pub fn without_hot_keys(mut self) -> Self {
+        self.config.hot_keys = None;
+        self
+    }
+
     /// Debounces change events (default: off), for controllers that prefer
     /// fewer reconciles to latency: a change of a key (of the primary, or of
     /// an owned or watched object mapped to it) reconciles it `window` after
@@ -442,6 +468,15 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     }
 }
 
+/// A zero duration standing for a policy's zero setting, if it has one.
+fn hot_key_zero(policy: Option<HotKeyPolicy>) -> Option<Duration> {
+    let policy = policy?;
+    let zero = policy.writes() == 0
+        || policy.window().is_zero()
+        || policy.spacing().is_some_and(|s| s.is_zero());
+    zero.then_some(Duration::ZERO)
+}
+
 /// The most windows a debounced change waits (see
 /// [`ControllerBuilder::debounce`]): a key that changes without end is still
 /// reconciled this often.
@@ -487,6 +522,7 @@ impl<O: Object, R> ControllerBuilder<O, R> {
                 (ControllerSetting::ReadYourWrites, config.read_your_writes),
                 (ControllerSetting::Debounce, config.debounce),
                 (ControllerSetting::HoldWhileLagging, config.lag_hold),
+                (ControllerSetting::HotKeys, hot_key_zero(config.hot_keys)),
             ]
             .into_iter()
             .find(|(_, value)| zero(*value))

@@ -20,6 +20,9 @@ pub struct Reconciled<K> {
     pub triggers: Triggers,
     /// Its attempt (1 unless earlier ones failed).
     pub attempt: u32,
+    /// How long it waited before it started, from what woke it (see
+    /// [`ControllerObserver::reconcile_latency`](super::ControllerObserver::reconcile_latency)).
+    pub waited: Duration,
     /// When the worker took the key.
     pub started: Instant,
     /// How long it took, from then.
@@ -188,6 +191,7 @@ mod tests {
             key: format!("key-{n}"),
             triggers: Trigger::Changed.into(),
             attempt: if failure.is_some() { 2 } else { 1 },
+            waited: Duration::ZERO,
             started: Instant::now(),
             took: Duration::from_millis(1),
             outcome: if failure.is_some() {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::builder::Inputs;
 use crate::informer::CacheLag;
+use crate::object::Object;
 
 /// How often a held worker looks at the caches again.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -25,6 +27,23 @@ pub(super) struct LagGate {
 }
 
 impl LagGate {
+    /// The gate of `hold_while_lagging`, over the primary's cache and every
+    /// secondary's the controller waits for.
+    pub(super) fn of<O: Object>(
+        name: &str,
+        inputs: &Inputs<O>,
+        bound: Option<Duration>,
+    ) -> Option<Self> {
+        let bound = bound?;
+        let primary = inputs.primary.informer().clone();
+        let mut caches: Vec<LagOf> = vec![Arc::new(move || primary.lag())];
+        for secondary in inputs.secondaries.iter().filter(|s| !s.optional()) {
+            let secondary = Arc::clone(secondary);
+            caches.push(Arc::new(move || secondary.lag()));
+        }
+        Some(Self::new(name.to_owned(), bound, caches))
+    }
+
     pub(super) fn new(name: String, bound: Duration, caches: Vec<LagOf>) -> Self {
         Self {
             name,

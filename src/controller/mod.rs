@@ -33,6 +33,7 @@ mod external;
 mod feed;
 mod finalizer;
 mod gate;
+mod hot_keys;
 mod journal;
 mod lag_gate;
 mod last_states;
@@ -44,6 +45,7 @@ mod reconciler;
 mod scope;
 mod settle;
 mod sink;
+mod spacer;
 mod tasks;
 mod trigger;
 mod watch;
@@ -60,6 +62,8 @@ pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::environment::Environment;
 pub use self::finalizer::{Finalize, FinalizerError, finalizer};
+pub(crate) use self::hot_keys::describe as describe_woken_by;
+pub use self::hot_keys::{HotKey, HotKeyPolicy, HotKeys};
 pub use self::journal::{Journal, JournalTotals, Reconciled};
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
@@ -73,10 +77,11 @@ use self::context::Caches;
 use self::departed::Departed;
 use self::feed::Feed;
 use self::gate::Gate;
-use self::lag_gate::{LagGate, LagOf};
+use self::lag_gate::LagGate;
 use self::last_states::LastStates;
 pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
 use self::sink::Enqueue;
+use self::spacer::Spacer;
 use self::tasks::{drain, hard_stop_of, join_all, spawn_gate, spawn_workers};
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
@@ -206,6 +211,8 @@ pub enum ControllerSetting {
     Concurrency,
     /// [`ControllerBuilder::hold_while_lagging`].
     HoldWhileLagging,
+    /// [`ControllerBuilder::hot_keys`].
+    HotKeys,
 }
 
 impl fmt::Display for ControllerSetting {
@@ -221,6 +228,7 @@ impl fmt::Display for ControllerSetting {
             Self::Debounce => "debounce",
             Self::Concurrency => "concurrency",
             Self::HoldWhileLagging => "hold_while_lagging",
+            Self::HotKeys => "hot_keys",
         })
     }
 }
@@ -290,6 +298,7 @@ pub struct Controller<O: Object, R> {
     /// Deleted primary objects' last states, until their key reconciles.
     last_states: Arc<LastStates<O>>,
     journal: Journal<O::Key>,
+    hot_keys: HotKeys<O::Key>,
 }
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
@@ -311,6 +320,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         config: Config,
         observer: Arc<dyn ControllerObserver>,
     ) -> Self {
+        let hot_keys = HotKeys::new(&name, config.hot_keys);
         Self {
             name,
             inputs,
@@ -320,6 +330,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             observer,
             last_states: Arc::new(LastStates::new()),
             journal: Journal::default(),
+            hot_keys,
         }
     }
 
@@ -344,6 +355,13 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     #[must_use]
     pub fn journal(&self) -> Journal<O::Key> {
         self.journal.clone()
+    }
+
+    /// A handle to the controller's [`HotKeys`]: the keys reconciled again
+    /// and again with a write each time (see [`ControllerBuilder::hot_keys`]).
+    #[must_use]
+    pub fn hot_keys(&self) -> HotKeys<O::Key> {
+        self.hot_keys.clone()
     }
 
     /// The primary informer.
@@ -485,37 +503,12 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         caches: Caches,
         feed: Option<Feed<O>>,
     ) {
-        let Self {
-            name,
-            mut inputs,
-            reconciler,
-            queue,
-            config,
-            observer,
-            last_states,
-            journal,
-        } = self;
+        let stopping = env.stop.clone();
+        let (worker, mut inputs, config) = self.into_worker(&sink, caches, stopping);
         let grace = env
             .max_grace
             .map_or(config.shutdown_grace, |max| config.shutdown_grace.min(max));
-        let store = inputs.primary.informer().cache();
-        let lag_gate = lag_gate(&name, &inputs, config.lag_hold);
-        let worker = Arc::new(Worker {
-            name,
-            store: store.clone(),
-            reconciler,
-            sink: sink.clone(),
-            caches: Arc::new(caches),
-            timeout: config.reconcile_timeout,
-            max_retry_after: config.max_retry_after,
-            observer,
-            workers: config.concurrency.get(),
-            gate: config.read_your_writes.map(Gate::new),
-            last_states,
-            journal,
-            lag_gate,
-            stopping: env.stop.clone(),
-        });
+        let store = worker.store.clone();
         let hard_stop = hard_stop_of(&env);
         // Reconciles' tokens are its children: all are cancelled once the
         // controller stops, however `run` ends (see `Context::cancelled`).
@@ -533,10 +526,53 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             () = env.stop.cancelled() => {}
             () = hard_stop.cancelled() => {}
         }
-        queue.shutdown();
+        sink.queue.shutdown();
         drain(&mut tasks, grace, &hard_stop, &worker.name).await;
         gated.cancel();
         join_all(&mut gate).await;
+    }
+
+    /// The workers' shared state, and what `serve` keeps of the controller.
+    fn into_worker(
+        self,
+        sink: &Enqueue<O::Key>,
+        caches: Caches,
+        stopping: CancellationToken,
+    ) -> (Arc<Worker<O, R>>, Inputs<O>, Config) {
+        let Self {
+            name,
+            inputs,
+            reconciler,
+            queue: _,
+            config,
+            observer,
+            last_states,
+            journal,
+            hot_keys,
+        } = self;
+        let lag_gate = LagGate::of(&name, &inputs, config.lag_hold);
+        let worker = Arc::new(Worker {
+            name,
+            store: inputs.primary.informer().cache(),
+            reconciler,
+            sink: sink.clone(),
+            caches: Arc::new(caches),
+            timeout: config.reconcile_timeout,
+            max_retry_after: config.max_retry_after,
+            observer,
+            workers: config.concurrency.get(),
+            gate: config.read_your_writes.map(Gate::new),
+            last_states,
+            journal,
+            lag_gate,
+            spacer: config
+                .hot_keys
+                .and_then(|p| p.spacing())
+                .map(|_| Spacer::new()),
+            hot_keys,
+            stopping,
+        });
+        (worker, inputs, config)
     }
 
     /// Refuses an environment this controller cannot run in.
@@ -615,17 +651,4 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// The gate of `hold_while_lagging`, over the primary's cache and every
-/// secondary's the controller waits for.
-fn lag_gate<O: Object>(name: &str, inputs: &Inputs<O>, bound: Option<Duration>) -> Option<LagGate> {
-    let bound = bound?;
-    let primary = inputs.primary.informer().clone();
-    let mut caches: Vec<LagOf> = vec![Arc::new(move || primary.lag())];
-    for secondary in inputs.secondaries.iter().filter(|s| !s.optional()) {
-        let secondary = Arc::clone(secondary);
-        caches.push(Arc::new(move || secondary.lag()));
-    }
-    Some(LagGate::new(name.to_owned(), bound, caches))
 }

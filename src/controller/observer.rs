@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::Triggers;
+
 /// How one reconcile ended, as counted by metrics.
 ///
 /// # Examples
@@ -130,6 +132,25 @@ pub trait ControllerObserver: Send + Sync {
     /// ([`WorkQueue::in_flight`](crate::WorkQueue::in_flight)), and a change
     /// that arrives now queues it again once it ends.
     fn reconcile_finished(&self, _outcome: Outcome, _took: Duration) {}
+
+    /// A reconcile is starting `_latency` after what woke it
+    /// (`tend_controller_reconcile_latency_seconds{trigger}`, one
+    /// observation per reason in `_triggers`). Called before
+    /// [`reconcile_started`](Self::reconcile_started).
+    ///
+    /// The latency counts from when the change reached the controller (its
+    /// informer's handler queued the key as it applied the change; the
+    /// first change, when several coalesced) to the worker taking the key:
+    /// the debounce window, the wait behind the key's running reconcile,
+    /// its read-your-writes hold and the wait for a free worker. A retry or
+    /// requeue counts from when it was due: the delay it asked for is not
+    /// latency.
+    fn reconcile_latency(&self, _triggers: Triggers, _latency: Duration) {}
+
+    /// A key became hot (see
+    /// [`ControllerBuilder::hot_keys`](super::ControllerBuilder::hot_keys)):
+    /// an episode began (`tend_controller_hot_key_episodes_total`).
+    fn hot_key(&self) {}
 
     /// A key's wait for the caches to show its writes (read-your-writes)
     /// passed its bound; it was reconciled anyway

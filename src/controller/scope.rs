@@ -1,6 +1,7 @@
 //! What belongs to one reconcile beyond its context: its cancellation token
 //! and the writes it made through its clients.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -21,6 +22,9 @@ pub(super) struct Scope {
     worker: Arc<CancellationToken>,
     own: OnceLock<CancellationToken>,
     writes: Mutex<Vec<(usize, Revision)>>,
+    /// Whether any write through its clients landed (for hot keys; with or
+    /// without read-your-writes, to any type).
+    wrote: AtomicBool,
     observer: Arc<dyn ControllerObserver>,
 }
 
@@ -33,6 +37,7 @@ impl Scope {
             worker,
             own: OnceLock::new(),
             writes: Mutex::new(Vec::new()),
+            wrote: AtomicBool::new(false),
             observer,
         }
     }
@@ -50,11 +55,17 @@ impl Scope {
 
     /// The reconcile wrote `revision` to the objects of cache `cache`.
     fn record(&self, cache: usize, revision: Revision) {
+        self.wrote.store(true, Ordering::Relaxed);
         let mut writes = self.writes.lock();
         match writes.iter_mut().find(|(at, _)| *at == cache) {
             Some((_, highest)) => *highest = (*highest).max(revision),
             None => writes.push((cache, revision)),
         }
+    }
+
+    /// Whether a write landed since the last call.
+    pub(super) fn take_wrote(&self) -> bool {
+        self.wrote.swap(false, Ordering::Relaxed)
     }
 
     /// The writes recorded so far, emptying the record.
@@ -70,6 +81,7 @@ impl Scope {
             Some(scope) => {
                 drop(scope.own.take());
                 scope.writes.get_mut().clear();
+                *scope.wrote.get_mut() = false;
             }
             None => {
                 let (worker, observer) = (Arc::clone(&slot.worker), Arc::clone(&slot.observer));
@@ -80,9 +92,12 @@ impl Scope {
 }
 
 /// A reconcile's client with nothing to wait for (read-your-writes off, or
-/// no cache of its type) tells its scope only of refusals.
+/// no cache of its type) tells its scope only that it wrote, and of
+/// refusals.
 impl WriteHook for Scope {
-    fn wrote(&self, _revision: Revision) {}
+    fn wrote(&self, _revision: Revision) {
+        self.wrote.store(true, Ordering::Relaxed);
+    }
 
     fn refused(&self) {
         self.observer.fenced_write_refused();

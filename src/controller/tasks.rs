@@ -69,5 +69,8 @@ pub(super) fn spawn_gate<O: Object, R: Reconciler<O>>(
     if worker.gate.is_some() {
         gate.spawn(Arc::clone(worker).watch_writes(gated.clone()));
     }
+    if worker.spacer.is_some() {
+        gate.spawn(Arc::clone(worker).space_keys(gated.clone()));
+    }
     (gated, gate)
 }

@@ -68,11 +68,29 @@ impl Trigger {
         Self::Acquired,
     ];
 
+    /// Every trigger, in declaration order.
+    pub(crate) const fn all() -> [Self; Self::COUNT] {
+        Self::ALL
+    }
+
+    /// Every trigger's name.
+    pub(crate) fn names() -> [&'static str; Self::COUNT] {
+        Self::ALL.map(Self::name)
+    }
+
+    /// How many triggers there are.
+    pub(crate) const COUNT: usize = Self::ALL.len();
+
+    /// This trigger's place among all (`0..COUNT`).
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
     const fn bit(self) -> u16 {
         1 << self as u8
     }
 
-    const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Self::Initial => "initial",
             Self::Changed => "changed",

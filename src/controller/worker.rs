@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::call::{Stops, call, panic_message};
 use super::context::Caches;
 use super::gate::Gate;
+use super::hot_keys::HotKeys;
 use super::journal::{Journal, Reconciled};
 use super::lag_gate::LagGate;
 use super::last_states::LastStates;
@@ -22,6 +23,7 @@ use super::pace::Pace;
 use super::scope::Scope;
 use super::settle::Report;
 use super::sink::Enqueue;
+use super::spacer::Spacer;
 use super::{Context, ControllerObserver, Outcome, Reconciler, Trigger, Triggers};
 use crate::informer::Cache;
 use crate::object::Object;
@@ -48,6 +50,10 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) journal: Journal<O::Key>,
     /// Holds reconciles while a cache lags (`hold_while_lagging`).
     pub(super) lag_gate: Option<LagGate>,
+    /// Counts the reconciles that wrote, per key.
+    pub(super) hot_keys: HotKeys<O::Key>,
+    /// Holds hot keys after their reconciles (when spaced).
+    pub(super) spacer: Option<Spacer<O::Key>>,
     /// The controller's graceful stop: a worker waiting to be allowed to
     /// reconcile (a standby) stops waiting.
     pub(super) stopping: CancellationToken,
@@ -122,14 +128,67 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         };
         drop(claim);
         let writes = local.scope.take_writes();
+        let wrote = local.scope.take_wrote();
         Scope::recycle(&mut local.scope);
-        let key = match &self.gate {
-            Some(gate) => gate.hold(handed.key, writes, local.caches.revisions(), ended),
-            None => Some(handed.key),
+        let spacing = self.heat(&handed, wrote, ended);
+        let key = match (spacing, &self.spacer) {
+            // Read-your-writes waits after the spacing, if still needed.
+            (Some(spacing), Some(spacer)) => {
+                let until = crate::time::deadline(ended, spacing);
+                spacer.hold(handed.key, writes, until)
+            }
+            _ => self.hold_for_writes(handed.key, writes, local.caches.revisions(), ended),
         };
         local
             .pace
             .finished(&mut local.batch, key, started, ended, waited);
+    }
+
+    /// After a reconcile of `handed` that `wrote`: whether its key is hot,
+    /// and how long to hold it (hot and spaced).
+    fn heat(
+        &self,
+        handed: &Handed<O::Key, Triggers>,
+        wrote: bool,
+        now: Instant,
+    ) -> Option<std::time::Duration> {
+        if !wrote {
+            return None;
+        }
+        let heat = self.hot_keys.wrote(&handed.key, handed.payload, now);
+        if heat.began {
+            self.observer.hot_key();
+        }
+        heat.spacing.filter(|_| heat.hot)
+    }
+
+    /// The key to end now, or `None` while the gate holds it until the
+    /// caches show `writes` (read-your-writes on).
+    fn hold_for_writes(
+        &self,
+        key: O::Key,
+        writes: Vec<(usize, crate::object::Revision)>,
+        revisions: &[tokio::sync::watch::Receiver<crate::object::Revision>],
+        now: Instant,
+    ) -> Option<O::Key> {
+        match &self.gate {
+            Some(gate) => gate.hold(key, writes, revisions, now),
+            None => Some(key),
+        }
+    }
+
+    /// Runs the spacer (hot keys spaced) until `stop`: a key whose spacing
+    /// ended goes to the gate, or is ended.
+    pub(super) async fn space_keys(self: Arc<Self>, stop: CancellationToken) {
+        if let Some(spacer) = &self.spacer {
+            let revisions = self.caches.revisions();
+            let end = |key: O::Key, writes| {
+                if let Some(key) = self.hold_for_writes(key, writes, revisions, Instant::now()) {
+                    let _ = self.sink.queue.done(&key);
+                }
+            };
+            spacer.run(end, stop).await;
+        }
     }
 
     /// Ends a key of a shard this replica does not own (any more) without
@@ -259,6 +318,8 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             attempt,
             trigger = %ctx.triggers,
         );
+        let latency = self.sink.queue.waited(started, handed.since);
+        self.observer.reconcile_latency(triggers, latency);
         let mut report = Report::start(&*self.observer, started);
         let stops = Stops {
             worker: &local.stop,
@@ -277,6 +338,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             key: key.clone(),
             triggers,
             attempt,
+            waited: latency,
             started,
             took,
             outcome,

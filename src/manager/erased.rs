@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Journal, JournalTotals, Reconciled};
+use crate::controller::{HotKey, HotKeys, Journal, JournalTotals, Reconciled};
 use crate::informer::{Informer, InformerError, InformerId, InformerStats};
 use crate::object::{Object, ObjectKey};
 use crate::placement::Placement;
@@ -117,11 +117,32 @@ impl<K: QueueKey> JournalView for Journal<K> {
     }
 }
 
+/// A controller's hot keys, rendered by [`render_key`].
+pub(super) trait HotKeysView: Send + Sync {
+    fn hot(&self) -> Vec<HotKey<String>>;
+}
+
+impl<K: QueueKey> HotKeysView for HotKeys<K> {
+    fn hot(&self) -> Vec<HotKey<String>> {
+        HotKeys::hot(self)
+            .into_iter()
+            .map(|hot| HotKey {
+                key: render_key(&hot.key).into_owned(),
+                writes: hot.writes,
+                woken_by: hot.woken_by,
+                since: hot.since,
+                spacing: hot.spacing,
+            })
+            .collect()
+    }
+}
+
 fn rendered<K: QueueKey>(entry: Reconciled<K>) -> Reconciled<String> {
     Reconciled {
         key: render_key(&entry.key).into_owned(),
         triggers: entry.triggers,
         attempt: entry.attempt,
+        waited: entry.waited,
         started: entry.started,
         took: entry.took,
         outcome: entry.outcome,
@@ -162,6 +183,7 @@ pub(super) struct ControllerView {
     pub(super) placement: Placement,
     pub(super) queue: Arc<dyn QueueView>,
     pub(super) journal: Arc<dyn JournalView>,
+    pub(super) hot_keys: Arc<dyn HotKeysView>,
     pub(super) reconcile_timeout: Option<Duration>,
     /// The informers it reads.
     pub(super) informers: Vec<InformerId>,

@@ -83,6 +83,7 @@ impl Placed {
             placement,
             queue: Arc::new(controller.queue()),
             journal: Arc::new(controller.journal()),
+            hot_keys: Arc::new(controller.hot_keys()),
             reconcile_timeout: controller.reconcile_timeout(),
             informers: controller.informers(),
             required: controller.required_informers(),

@@ -299,6 +299,7 @@ mod tests {
             placement: crate::placement::Placement::Everywhere,
             queue: Arc::new(queue.clone()),
             journal: Arc::new(crate::controller::Journal::<String>::default()),
+            hot_keys: Arc::new(crate::controller::HotKeys::<String>::new("widgets", None)),
             reconcile_timeout,
             informers: Vec::new(),
             required: Vec::new(),

@@ -65,6 +65,12 @@ pub(crate) struct Released {
 }
 
 impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
+    /// How long a key handed out at `now` had waited since it was ready
+    /// (`since`, a [`Handed`]'s).
+    pub(crate) fn waited(&self, now: Instant, since: Stamp) -> Duration {
+        self.stamp(now).saturating_duration_since(since)
+    }
+
     /// An empty batch over this queue, for one worker.
     pub(crate) fn batch(&self) -> Batch<'_, K, T> {
         Batch {

@@ -415,9 +415,18 @@ impl<K: QueueKey, T: Payload> Core<K, T> {
                 slot.mark_dirty(timer.priority, entry.deadline, timer.payload, false);
                 continue;
             }
+            // A debounced key waited from its first change (its limit is
+            // that plus the longest debounce, unless that saturated): it
+            // counts as queued since.
+            let since = match (timer.limit, self.debounce) {
+                (Some(limit), Some(debounce)) if limit.0 != u64::MAX => {
+                    limit.before(debounce.max).min(entry.deadline)
+                }
+                _ => entry.deadline,
+            };
             let ready = Ready {
                 priority: timer.priority,
-                since: entry.deadline,
+                since,
                 payload: timer.payload,
             };
             self.lanes.make_ready(slot, entry.key, ready, Place::Back);

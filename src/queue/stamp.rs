@@ -14,6 +14,14 @@ impl Stamp {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self - delay`, saturating at the epoch.
+    pub(crate) fn before(self, delay: Duration) -> Self {
+        Self(
+            self.0
+                .saturating_sub(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX)),
+        )
+    }
+
     /// `self + delay`, saturating.
     pub(crate) fn after(self, delay: Duration) -> Self {
         Self(

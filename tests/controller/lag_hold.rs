@@ -39,16 +39,7 @@ async fn reconciles_wait_while_the_cache_lags_past_the_bound_and_all_run_after()
     for name in ["s0", "s1", "s2"] {
         sets.client().create(set(name, 1)).await.expect("created");
     }
-    sets.set_faults(Faults {
-        seed: 3,
-        delay: Some(Duration::from_secs(30)),
-        ..Faults::default()
-    })
-    .expect("valid faults");
-    let informer = Informer::builder(sets.clone())
-        .lag_probe_every(PERIOD)
-        .build()
-        .unwrap();
+    let informer = slow_informer(&sets);
     let starts = Starts::default();
     let controller = Controller::builder("sets", &informer, starts.clone())
         .hold_while_lagging(BOUND)
@@ -61,47 +52,33 @@ async fn reconciles_wait_while_the_cache_lags_past_the_bound_and_all_run_after()
         async move { informer.run(stop).await }
     });
     let run = tokio::spawn(controller.run(stop.clone()));
-    timeout(LIMIT, async {
-        while ["s0", "s1", "s2"].iter().any(|k| starts.of(k).is_empty()) {
-            sleep(Duration::from_millis(10)).await;
-        }
+    until("the initial reconciles", || {
+        ["s0", "s1", "s2"].iter().all(|k| !starts.of(k).is_empty())
     })
-    .await
-    .expect("the initial reconciles");
+    .await;
 
     let written = Instant::now();
     let mut s0 = sets.get(&"s0".to_owned()).expect("s0");
     s0.replicas = 2;
     let version = sets.client().update(s0).await.expect("updated").version;
     sleep(BOUND + 2 * PERIOD).await;
-    let caught_up = informer
-        .cache()
-        .get(&"s0".to_owned())
-        .is_some_and(|s| s.version == version);
-    assert!(!caught_up, "the seed delays the change past the bound");
-    assert!(informer.lag().expect("probed").behind_for > BOUND);
-    queue.add("s1".to_owned());
-    queue.add("s2".to_owned());
-    timeout(LIMIT, async {
-        while !informer
+    let caught_up = || {
+        informer
             .cache()
             .get(&"s0".to_owned())
             .is_some_and(|s| s.version == version)
-        {
-            sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the change arrives");
+    };
+    assert!(!caught_up(), "the seed delays the change past the bound");
+    assert!(informer.lag().expect("probed").behind_for > BOUND);
+    queue.add("s1".to_owned());
+    queue.add("s2".to_owned());
+    until("the change arrives", caught_up).await;
     let arrived = Instant::now();
     assert!(arrived > written + BOUND + 2 * PERIOD);
-    timeout(LIMIT, async {
-        while ["s0", "s1", "s2"].iter().any(|k| starts.of(k).len() < 2) {
-            sleep(Duration::from_millis(10)).await;
-        }
+    until("every held key reconciled", || {
+        ["s0", "s1", "s2"].iter().all(|k| starts.of(k).len() >= 2)
     })
-    .await
-    .expect("every held key reconciled");
+    .await;
     for key in ["s0", "s1", "s2"] {
         let held = starts.of(key)[1];
         assert!(
@@ -116,6 +93,32 @@ async fn reconciles_wait_while_the_cache_lags_past_the_bound_and_all_run_after()
     }
     stop_controller(&stop, run).await;
     informer_run.await.unwrap().unwrap();
+}
+
+/// An informer probing every [`PERIOD`] over `sets`, whose watches deliver
+/// each run of changes up to 30 s late.
+fn slow_informer(sets: &MemoryStore<Set>) -> Informer<Set> {
+    let faults = Faults {
+        seed: 3,
+        delay: Some(Duration::from_secs(30)),
+        ..Faults::default()
+    };
+    sets.set_faults(faults).expect("valid faults");
+    Informer::builder(sets.clone())
+        .lag_probe_every(PERIOD)
+        .build()
+        .unwrap()
+}
+
+/// Waits (bounded) until `done`, every 10 ms.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    timeout(LIMIT, async {
+        while !done() {
+            sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting until {what}"));
 }
 
 #[test]

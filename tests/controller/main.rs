@@ -21,6 +21,7 @@ mod cancellation;
 mod config;
 mod convergence;
 mod lag_hold;
+mod latency;
 mod predicates;
 mod retries;
 mod retry_after;

@@ -171,3 +171,67 @@ fn json(response: &http::Response) -> serde_json::Value {
     serde_json::from_str(&response.body)
         .unwrap_or_else(|error| panic!("invalid JSON ({error}): {}", response.body))
 }
+
+/// Writes its widget back on every run: a key that never calms down.
+struct Rewriter;
+
+impl Reconciler<Widget> for Rewriter {
+    type Error = tend::client::ClientError;
+
+    async fn reconcile(&self, ctx: Context<Widget>) -> Result<Action, Self::Error> {
+        if let (Some(widget), Some(client)) = (ctx.object(), ctx.client::<Widget>()) {
+            client.update((**widget).clone()).await?;
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_json_flags_a_hot_key() {
+    let store = widgets(&["spinning"]);
+    let mut manager = Manager::builder()
+        .http_address("127.0.0.1:0".parse().unwrap())
+        .without_signals()
+        .build()
+        .unwrap();
+    let address = manager.http_address().expect("bound");
+    let informer = manager
+        .informer("widgets", || Informer::builder(store.clone()).build())
+        .unwrap();
+    let policy = tend::controller::HotKeyPolicy::default().spaced_up_to(Duration::from_secs(1));
+    let controller = manager
+        .controller("rewriter", &informer, Rewriter)
+        .client(store.client())
+        .hot_keys(policy)
+        .build()
+        .unwrap();
+    manager.add_controller(controller).unwrap();
+    let shutdown = manager.shutdown_token();
+    let run = tokio::spawn(manager.run());
+    let response = get_until(address, "/status.json", |r| {
+        json(r)["controllers"][0]["hot_keys"]
+            .as_array()
+            .is_some_and(|hot| !hot.is_empty())
+    })
+    .await;
+    let hot = &json(&response)["controllers"][0]["hot_keys"][0];
+    assert_eq!(hot["key"], "spinning");
+    assert!(hot["writes"].as_f64() > Some(30.0), "{hot}");
+    assert!(
+        hot["woken_by"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("changed ×")),
+        "{hot}"
+    );
+    assert!(hot["spacing_seconds"].as_f64() <= Some(1.0), "{hot}");
+    let metrics = scrape(address).await;
+    assert_eq!(
+        metrics.value(
+            "tend_controller_hot_key_episodes_total",
+            &[("controller", "rewriter")]
+        ),
+        Some(1.0)
+    );
+    shutdown.cancel();
+    within("run to return", LIMIT, run).await.unwrap().unwrap();
+}

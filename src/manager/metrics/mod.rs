@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use self::controller::ControllerMetrics;
+use self::controller::{ControllerMetrics, Latency, LatencyLabels};
 use self::pulled::Pulled;
 use self::queue::QueueMetrics;
 use super::erased::SharedInformer;
@@ -70,6 +70,11 @@ fn reconcile_histogram() -> Histogram {
 }
 
 /// client-go's workqueue buckets: 10 ns to 1000 s, ×10.
+/// 10 µs to about 84 s, doubling.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-5, 2.0, 24))
+}
+
 fn workqueue_histogram() -> Histogram {
     Histogram::new(exponential_buckets(10e-9, 10.0, 12))
 }
@@ -84,7 +89,9 @@ pub(super) struct Metrics {
     timeouts: Family<ControllerLabels, Counter>,
     ryw_timeouts: Family<ControllerLabels, Counter>,
     fenced_refused: Family<ControllerLabels, Counter>,
+    hot_keys: Family<ControllerLabels, Counter>,
     reconcile_time: HistogramFamily<ControllerLabels>,
+    latency: HistogramFamily<LatencyLabels>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
@@ -110,7 +117,9 @@ impl Metrics {
             timeouts: Family::default(),
             ryw_timeouts: Family::default(),
             fenced_refused: Family::default(),
+            hot_keys: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
+            latency: Family::new_with_constructor(latency_histogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
             adds: Family::default(),
@@ -125,6 +134,7 @@ impl Metrics {
             pulled: Arc::new(Pulled::default()),
         };
         metrics.register_controller_families(registry);
+        metrics.register_controller_time_families(registry);
         metrics.register_queue_families(registry);
         registry.register(
             "leader_election_master_status",
@@ -187,6 +197,24 @@ impl Metrics {
             "Total number of writes through reconciles' clients refused because their fencing token (the leader's or the shard's) was no longer current",
             self.fenced_refused.clone(),
         );
+        self.register_tend_controller_families(r);
+    }
+
+    /// The controller families controller-runtime has no equivalent of.
+    fn register_tend_controller_families(&self, r: &mut Registry) {
+        r.register(
+            "tend_controller_hot_key_episodes",
+            "Total number of times a key became hot: reconciled again and again with a write each time (two controllers undoing each other, or a reconciler writing a new value on every run)",
+            self.hot_keys.clone(),
+        );
+        r.register(
+            "tend_controller_reconcile_latency_seconds",
+            "Time from what woke a reconcile (a change reaching the controller, the first of those coalesced; a retry or requeue when due) to its start, per trigger",
+            self.latency.clone(),
+        );
+    }
+
+    fn register_controller_time_families(&self, r: &mut Registry) {
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
@@ -265,9 +293,25 @@ impl Metrics {
             timeouts: self.timeouts.get_or_create_owned(&labels),
             ryw_timeouts: self.ryw_timeouts.get_or_create_owned(&labels),
             fenced_refused: self.fenced_refused.get_or_create_owned(&labels),
+            hot_keys: self.hot_keys.get_or_create_owned(&labels),
             time: self.reconcile_time.get_or_create_owned(&labels),
             active: self.active_workers.get_or_create_owned(&labels),
+            latency: Latency {
+                family: self.latency.clone(),
+                controller: name.to_owned(),
+                series: Default::default(),
+            },
         })
+    }
+
+    fn remove_latency(&self, name: &str) {
+        let triggers = crate::controller::Trigger::names();
+        for trigger in triggers.into_iter().chain(["none"]) {
+            self.latency.remove(&LatencyLabels {
+                controller: name.to_owned(),
+                trigger,
+            });
+        }
     }
 
     /// The observer for controller `name`'s queue.
@@ -313,10 +357,12 @@ impl Metrics {
             &self.timeouts,
             &self.ryw_timeouts,
             &self.fenced_refused,
+            &self.hot_keys,
         ] {
             family.remove(&labels);
         }
         self.reconcile_time.remove(&labels);
+        self.remove_latency(name);
         self.max_concurrent.remove(&labels);
         self.active_workers.remove(&labels);
         let queue = queue_labels(name);

@@ -79,6 +79,19 @@ struct ControllerReport {
     recent: Vec<ReconcileReport>,
     /// The last failures, newest first.
     errors: Vec<ReconcileReport>,
+    /// The keys reconciled again and again with a write each time.
+    hot_keys: Vec<HotKeyReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct HotKeyReport {
+    key: String,
+    /// Its reconciles that wrote within the last window.
+    writes: f64,
+    /// What keeps waking it: `changed ×28, owned ×2`.
+    woken_by: String,
+    hot_for_seconds: f64,
+    spacing_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +108,8 @@ struct ReconcileReport {
     attempt: u32,
     /// How long ago it started.
     ago_seconds: f64,
+    /// How long it waited to start, from what woke it.
+    waited_seconds: f64,
     took_seconds: f64,
     outcome: &'static str,
     error: Option<String>,
@@ -181,6 +196,18 @@ impl Status {
             retries: totals.retries,
             recent: newest_first(controller.journal.reconciles(), now),
             errors: newest_first(controller.journal.failures(), now),
+            hot_keys: controller
+                .hot_keys
+                .hot()
+                .into_iter()
+                .map(|hot| HotKeyReport {
+                    woken_by: crate::controller::describe_woken_by(&hot.woken_by),
+                    writes: hot.writes,
+                    hot_for_seconds: seconds_since(hot.since, now),
+                    spacing_seconds: hot.spacing.map(|s| s.as_secs_f64()),
+                    key: hot.key,
+                })
+                .collect(),
         }
     }
 }
@@ -191,6 +218,7 @@ fn newest_first(entries: Vec<Reconciled<String>>, now: Instant) -> Vec<Reconcile
         .rev()
         .map(|entry| ReconcileReport {
             ago_seconds: seconds_since(entry.started, now),
+            waited_seconds: entry.waited.as_secs_f64(),
             took_seconds: entry.took.as_secs_f64(),
             triggers: entry.triggers.to_string(),
             attempt: entry.attempt,

@@ -51,9 +51,10 @@ function inFlight(controller) {
 }
 
 function reconciles(list, empty) {
-  return table(["key", "trigger", "attempt", "started", "took", "outcome", "error"], list.map((r) =>
+  return table(["key", "trigger", "attempt", "waited", "started", "took", "outcome", "error"], list.map((r) =>
     el("tr", { class: r.error === null ? "reconcile" : "reconcile failed", "data-key": r.key },
       el("td", { class: "key" }, r.key), el("td", {}, r.triggers), el("td", {}, r.attempt),
+      el("td", {}, seconds(r.waited_seconds)),
       el("td", {}, seconds(r.ago_seconds) + " ago"), el("td", {}, seconds(r.took_seconds)),
       el("td", { class: "outcome" }, r.outcome), el("td", { class: "message" }, r.error ?? ""))),
   empty);
@@ -74,6 +75,13 @@ function controllerCard(c) {
       el("span", { class: "muted" }, c.stuck_after_seconds === null ? "no stuck bound"
         : "stuck after " + seconds(c.stuck_after_seconds))),
     el("div", { class: "keys-in-flight" }, inFlight(c)),
+    c.hot_keys.length === 0 ? null : el("div", { class: "hot-keys" },
+      el("h4", { class: "error" }, "Hot keys: reconciled again and again, with a write each time"),
+      table(["key", "writes in the window", "woken by", "hot for", "spaced by"], c.hot_keys.map((h) =>
+        el("tr", { class: "hot-key", "data-key": h.key },
+          el("td", { class: "key" }, h.key), el("td", {}, h.writes.toFixed(1)),
+          el("td", {}, h.woken_by), el("td", {}, seconds(h.hot_for_seconds)),
+          el("td", {}, h.spacing_seconds === null ? "not spaced" : seconds(h.spacing_seconds)))), "")),
     el("h4", {}, "Last reconciles"), el("div", { class: "recent" }, reconciles(c.recent, "none yet")),
     el("h4", {}, "Last errors"), el("div", { class: "errors" }, reconciles(c.errors, "none")));
 }

@@ -318,12 +318,17 @@ impl Model {
             .timers
             .iter()
             .filter(|(_, t)| t.at <= now)
-            .map(|(k, t)| (t.at, t.order, *k, t.payload, t.priority))
+            .map(|(k, t)| (t.at, t.order, *k, t.payload, t.priority, t.limit))
             .collect();
         due.sort_unstable();
-        for (at, _, key, payload, priority) in due {
+        for (at, _, key, payload, priority, limit) in due {
             self.timers.remove(&key);
-            self.add(key, priority, payload, at);
+            // A debounced key counts as queued since its first change.
+            let since = match (limit, self.debounce) {
+                (Some(limit), Some((_, max))) => limit.saturating_sub(max).min(at),
+                _ => at,
+            };
+            self.add(key, priority, payload, since);
         }
     }
 
