@@ -57,7 +57,10 @@ impl HotKeyPolicy {
     /// While a key is hot, holds it after each reconcile for a delay that
     /// starts at a second and doubles up to `max`: changes meanwhile
     /// coalesce, and the key's latest state is reconciled when the delay
-    /// ends. Nothing is lost; the fight only slows down.
+    /// ends. Nothing is lost; the fight only slows down. The key counts as
+    /// in flight while held (the status page lists it, and the manager's
+    /// `/healthz` calls a key stuck past its bound): keep `max` well below
+    /// that bound (by default 3 × the reconcile timeout).
     #[must_use]
     pub const fn spaced_up_to(mut self, max: Duration) -> Self {
         self.spacing = Some(max);

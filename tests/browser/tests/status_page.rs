@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use fantoccini::Client;
 use serde_json::Value;
-use tend::controller::{Action, Context, ErrorPolicy, Reconciler};
+use tend::controller::{Action, Context, ErrorPolicy, HotKeyPolicy, Reconciler};
 use tend::manager::Manager;
 use tend::memory::{MemoryElectionGroup, MemoryStore};
+use tend::placement::Placement;
 use tend::{Informer, Revision};
 use tend_browser_tests::Driver;
 use tokio::sync::watch;
@@ -59,6 +60,20 @@ impl Reconciler<Site> for Scripted {
     }
 }
 
+/// Writes its object back on every run: a key that never calms down.
+struct Rewriter;
+
+impl Reconciler<Site> for Rewriter {
+    type Error = tend::client::ClientError;
+
+    async fn reconcile(&self, ctx: Context<Site>) -> Result<Action, Self::Error> {
+        if let (Some(site), Some(client)) = (ctx.object(), ctx.client::<Site>()) {
+            client.update((**site).clone()).await?;
+        }
+        Ok(Action::Done)
+    }
+}
+
 /// What the page shows of the `sites` controller, read from its DOM.
 const READ_PAGE: &str = r#"
 const c = document.querySelector('[data-controller="sites"]');
@@ -78,6 +93,7 @@ return {
   election: document.getElementById('election').textContent,
   injected: { scripts: document.scripts.length, images: document.images.length, bold: document.querySelectorAll('main b').length, pwned: window.pwned ?? null },
   marker: window.marker ?? null,
+  hotKeys: [...document.querySelectorAll('[data-controller="rotator"] tr.hot-key')].map((r) => r.dataset.key),
 };
 "#;
 
@@ -89,6 +105,29 @@ struct Scene {
     open: watch::Sender<bool>,
     shutdown: tend::CancellationToken,
     run: tokio::task::JoinHandle<Result<(), tend::manager::ManagerError>>,
+}
+
+/// A second controller, whose one key is hot (spaced, so it stays calm).
+fn add_rotator(manager: &mut Manager) {
+    let certs = MemoryStore::new("certs");
+    certs.put(Site {
+        name: "rotating".to_owned(),
+        version: Revision::ZERO,
+    });
+    let informer = manager
+        .informer("certs", || Informer::builder(certs.clone()).build())
+        .unwrap();
+    // Held in flight while spaced: below the stuck bound.
+    let policy = HotKeyPolicy::default().spaced_up_to(Duration::from_secs(1));
+    let controller = manager
+        .controller("rotator", &informer, Rewriter)
+        .client(certs.client())
+        .hot_keys(policy)
+        .build()
+        .unwrap();
+    manager
+        .add_controller_on(controller, Placement::Everywhere)
+        .unwrap();
 }
 
 fn start() -> Scene {
@@ -103,7 +142,7 @@ fn start() -> Scene {
     let election = MemoryElectionGroup::new("sites-operator");
     let mut manager = Manager::builder()
         .http_address("127.0.0.1:0".parse().unwrap())
-        .stuck_key_after(Duration::from_millis(500))
+        .stuck_key_after(Duration::from_secs(3))
         .leader_election(election.candidate())
         .without_signals()
         .build()
@@ -118,6 +157,7 @@ fn start() -> Scene {
         .unwrap();
     let (queue, journal) = (controller.queue(), controller.journal());
     manager.add_controller(controller).unwrap();
+    add_rotator(&mut manager);
     let shutdown = manager.shutdown_token();
     Scene {
         address,
