@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tend::controller::{Action, Context, Controller, Reconciler};
+use tend::controller::{
+    Action, Context, Controller, ControllerObserver, Reconciler, Trigger, Triggers,
+};
 use tend::memory::MemoryStore;
 use tend::{Informer, Revision};
 use tokio::sync::mpsc;
@@ -43,6 +45,17 @@ struct NoOp {
     done: AtomicUsize,
     target: u64,
     latencies: Mutex<Vec<Duration>>,
+    /// What the controller itself measured (`reconcile_latency`) of the
+    /// changed keys, beside the bench's own `latencies`.
+    measured: Mutex<Vec<Duration>>,
+}
+
+impl ControllerObserver for NoOp {
+    fn reconcile_latency(&self, triggers: Triggers, latency: Duration) {
+        if triggers.contains(Trigger::Changed) {
+            self.measured.lock().expect("not poisoned").push(latency);
+        }
+    }
 }
 
 impl Reconciler<Item> for Arc<NoOp> {
@@ -78,11 +91,13 @@ fn run_until(
 ) -> Duration {
     runtime.block_on(async {
         let informer = Informer::builder(store.clone()).build().expect("valid");
-        let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
+        let mut controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
-            .read_your_writes(read_your_writes)
-            .build()
-            .expect("valid");
+            .read_your_writes(read_your_writes);
+        if reconciler.target == u64::MAX {
+            controller = controller.observer(Arc::clone(reconciler) as Arc<dyn ControllerObserver>);
+        }
+        let controller = controller.build().expect("valid");
         let stop = CancellationToken::new();
         let start = Instant::now();
         let informer_task = tokio::spawn({
@@ -395,18 +410,24 @@ fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
 
 fn latency() {
     let runtime = runtime();
-    let (p50, p99) = latency_once(&runtime, true);
-    let (off50, off99) = latency_once(&runtime, false);
+    let ((p50, p99), (own50, own99)) = latency_once(&runtime, true);
+    let ((off50, off99), _) = latency_once(&runtime, false);
     let (base50, base99) = latency_baseline(&runtime);
     println!(
-        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; read-your-writes off: p50 {off50:.2?} ({:+.1} %), p99 {off99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}",
+        "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; the controller's own reconcile_latency (change reaching it → start): p50 {own50:.2?}, p99 {own99:.2?}; read-your-writes off: p50 {off50:.2?} ({:+.1} %), p99 {off99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}",
         (p50.as_secs_f64() / off50.as_secs_f64() - 1.0) * 100.0,
     );
 }
 
 /// 3. Latency: 20k updates/s for 5 s, backend write → reconcile start, of a
 ///    reconciler that does not write (with read-your-writes on or off).
-fn latency_once(runtime: &tokio::runtime::Runtime, read_your_writes: bool) -> (Duration, Duration) {
+/// The bench's percentiles, then the controller's own.
+type Percentiles = (Duration, Duration);
+
+fn latency_once(
+    runtime: &tokio::runtime::Runtime,
+    read_your_writes: bool,
+) -> (Percentiles, Percentiles) {
     let store = MemoryStore::new("latency");
     for id in 0..1_000 {
         store.put(item(id, 0));
@@ -431,7 +452,8 @@ fn latency_once(runtime: &tokio::runtime::Runtime, read_your_writes: bool) -> (D
         |r| r.latencies.lock().expect("not poisoned").len() >= LATENCY_MEASURED,
     );
     let latencies = reconciler.latencies.lock().expect("not poisoned").clone();
-    percentiles(latencies)
+    let measured = reconciler.measured.lock().expect("not poisoned").clone();
+    (percentiles(latencies), percentiles(measured))
 }
 
 /// The wake-up floor of this machine: the same paced writer sending the

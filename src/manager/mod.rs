@@ -124,7 +124,15 @@
 //! for what controller-runtime does not have (keys reconciled before the
 //! caches showed their writes, fenced writes refused), in a
 //! [`prometheus_client`] registry that you can add your own metrics to
-//! ([`Manager::registry_mut`]). With the `http` feature (on by default) and
+//! ([`Manager::registry_mut`]). Beyond controller-runtime's: how far each
+//! informer's cache lags its source (`tend_informer_lag_revisions{name}`,
+//! `tend_informer_lag_seconds{name}`, see [`CacheLag`](crate::CacheLag)),
+//! the time from what woke a reconcile to its start
+//! (`tend_controller_reconcile_latency_seconds{controller,trigger}`, see
+//! [`ControllerObserver::reconcile_latency`](crate::controller::ControllerObserver::reconcile_latency))
+//! and hot keys (`tend_controller_hot_key_episodes_total{controller}`, see
+//! [`ControllerBuilder::hot_keys`](crate::controller::ControllerBuilder::hot_keys)).
+//! With the `http` feature (on by default) and
 //! [`ManagerBuilder::http_address`] set, the manager serves:
 //!
 //! | path | answer |
