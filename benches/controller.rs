@@ -14,6 +14,7 @@ use tend::controller::{
 };
 use tend::memory::MemoryStore;
 use tend::{Informer, Revision};
+use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -52,7 +53,8 @@ struct NoOp {
 
 impl ControllerObserver for NoOp {
     fn reconcile_latency(&self, triggers: Triggers, latency: Duration) {
-        if triggers.contains(Trigger::Changed) {
+        // The latency figure's changes only (its target is `u64::MAX`).
+        if self.target == u64::MAX && triggers.contains(Trigger::Changed) {
             self.measured.lock().expect("not poisoned").push(latency);
         }
     }
@@ -83,7 +85,7 @@ impl Reconciler<Item> for Arc<NoOp> {
 
 /// Runs a controller over `store` until `finished` holds; returns the time.
 fn run_until(
-    runtime: &tokio::runtime::Runtime,
+    runtime: &Runtime,
     (store, read_your_writes): (&MemoryStore<Item>, Option<Duration>),
     reconciler: &Arc<NoOp>,
     write: impl FnOnce(),
@@ -91,13 +93,12 @@ fn run_until(
 ) -> Duration {
     runtime.block_on(async {
         let informer = Informer::builder(store.clone()).build().expect("valid");
-        let mut controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
+        let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
-            .read_your_writes(read_your_writes);
-        if reconciler.target == u64::MAX {
-            controller = controller.observer(Arc::clone(reconciler) as Arc<dyn ControllerObserver>);
-        }
-        let controller = controller.build().expect("valid");
+            .read_your_writes(read_your_writes)
+            .observer(Arc::clone(reconciler) as Arc<dyn ControllerObserver>)
+            .build()
+            .expect("valid");
         let stop = CancellationToken::new();
         let start = Instant::now();
         let informer_task = tokio::spawn({
@@ -118,7 +119,7 @@ fn run_until(
 }
 
 /// The baseline: the same objects through an mpsc to one task.
-fn mpsc_baseline(runtime: &tokio::runtime::Runtime, objects: Vec<Item>) -> Duration {
+fn mpsc_baseline(runtime: &Runtime, objects: Vec<Item>) -> Duration {
     runtime.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let start = Instant::now();
@@ -160,7 +161,7 @@ fn main() {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -410,8 +411,8 @@ fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
 
 fn latency() {
     let runtime = runtime();
-    let ((p50, p99), (own50, own99)) = latency_once(&runtime, true);
-    let ((off50, off99), _) = latency_once(&runtime, false);
+    let [(p50, p99), (own50, own99)] = latency_once(&runtime, true);
+    let [(off50, off99), _] = latency_once(&runtime, false);
     let (base50, base99) = latency_baseline(&runtime);
     println!(
         "latency at 20k updates/s for 5 s (write → reconcile start): p50 {p50:.2?}, p99 {p99:.2?}; the controller's own reconcile_latency (change reaching it → start): p50 {own50:.2?}, p99 {own99:.2?}; read-your-writes off: p50 {off50:.2?} ({:+.1} %), p99 {off99:.2?}; mpsc baseline (send → receive) p50 {base50:.2?}, p99 {base99:.2?}",
@@ -420,14 +421,9 @@ fn latency() {
 }
 
 /// 3. Latency: 20k updates/s for 5 s, backend write → reconcile start, of a
-///    reconciler that does not write (with read-your-writes on or off).
-/// The bench's percentiles, then the controller's own.
-type Percentiles = (Duration, Duration);
-
-fn latency_once(
-    runtime: &tokio::runtime::Runtime,
-    read_your_writes: bool,
-) -> (Percentiles, Percentiles) {
+///    reconciler that does not write (with read-your-writes on or off):
+///    the bench's percentiles, then the controller's own.
+fn latency_once(runtime: &Runtime, read_your_writes: bool) -> [(Duration, Duration); 2] {
     let store = MemoryStore::new("latency");
     for id in 0..1_000 {
         store.put(item(id, 0));
@@ -453,12 +449,12 @@ fn latency_once(
     );
     let latencies = reconciler.latencies.lock().expect("not poisoned").clone();
     let measured = reconciler.measured.lock().expect("not poisoned").clone();
-    (percentiles(latencies), percentiles(measured))
+    [percentiles(latencies), percentiles(measured)]
 }
 
 /// The wake-up floor of this machine: the same paced writer sending the
 /// write time through an mpsc to a task on the same runtime.
-fn latency_baseline(runtime: &tokio::runtime::Runtime) -> (Duration, Duration) {
+fn latency_baseline(runtime: &Runtime) -> (Duration, Duration) {
     runtime.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel::<Instant>();
         let receiver = tokio::spawn(async move {

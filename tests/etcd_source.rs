@@ -81,6 +81,29 @@ async fn watch_sends_bookmarks_from_progress_notifications() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_is_the_header_revision_and_the_informer_catches_up_with_it() {
+    let etcd = server().await;
+    let mut kv = client(&etcd).await;
+    kv.put(key("a"), json("a", 1), None).await.unwrap();
+    let source = source(kv.clone());
+    // Writes outside the prefix move etcd's revision, hence the head.
+    let outside = kv.put("/test/other", "not ours", None).await.unwrap();
+    let written = outside.header().expect("a header").revision() as u64;
+    let head = source.head().await.unwrap().expect("etcd tells its head");
+    assert_eq!(head, Revision::new(written));
+
+    let running = run_informer(source.clone()).await;
+    kv.put(key("b"), json("b", 2), None).await.unwrap();
+    eventually("a probe, and the cache at the head", LIMIT, || {
+        running
+            .informer
+            .lag()
+            .is_some_and(|lag| lag.revisions == 0 && lag.head >= head)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_pages_through_more_keys_than_one_page() {
     let etcd = server().await;
     let mut kv = client(&etcd).await;

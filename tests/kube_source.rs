@@ -213,6 +213,7 @@ async fn an_informer_follows_the_api_server() {
     maps.create(config_map(&ns, "first", &[]))
         .await
         .expect("created");
+    let probe = source.clone();
     let informer = Informer::builder(source).build().expect("valid");
     let running = Running::start(&informer);
     let store = informer.cache();
@@ -232,6 +233,15 @@ async fn an_informer_follows_the_api_server() {
         store.revision() >= second.version(),
         "the cache's revision is the server's"
     );
+    // The head: a list of one object's resourceVersion, at least the newest
+    // write; the first probe answered at the informer's start.
+    let head = probe
+        .head()
+        .await
+        .expect("the API server answers")
+        .expect("it tells its head");
+    assert!(head >= second.version(), "{head:?}");
+    wait_until("the first probe", LIMIT, || informer.lag().is_some()).await;
     running.stop().await;
 }
 
