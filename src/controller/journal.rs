@@ -156,28 +156,88 @@ impl<K: Clone> Journal<K> {
         self.inner.lock().totals
     }
 
-    /// Records a reconcile that ended; the evicted entries are dropped
-    /// after the lock is released.
-    pub(super) fn record(&self, entry: Reconciled<K>) {
-        let evicted;
+    /// Records a reconcile of `key` that ended. Once full, the oldest
+    /// entry is overwritten in place, its key with `clone_from`: a `String`
+    /// or [`ObjectKey`](crate::ObjectKey) key then reuses the old key's
+    /// buffers, so a warm journal allocates nothing per reconcile.
+    pub(super) fn record(&self, key: &K, facts: Facts) {
         let mut evicted_failure = None;
-        {
-            let mut entries = self.inner.lock();
-            let totals = &mut entries.totals;
-            totals.reconciles = totals.reconciles.saturating_add(1);
-            totals.retries = totals.retries.saturating_add(u64::from(entry.attempt > 1));
-            if entry.failure.is_some() {
-                totals.failures = totals.failures.saturating_add(1);
-                if entries.failures.len() == Self::FAILURES {
-                    evicted_failure = entries.failures.pop_front();
-                }
-                entries.failures.push_back(entry.clone());
+        let mut entries = self.inner.lock();
+        let totals = &mut entries.totals;
+        totals.reconciles = totals.reconciles.saturating_add(1);
+        totals.retries = totals.retries.saturating_add(u64::from(facts.attempt > 1));
+        if facts.failure.is_some() {
+            totals.failures = totals.failures.saturating_add(1);
+            if entries.failures.len() == Self::FAILURES {
+                evicted_failure = entries.failures.pop_front();
             }
-            evicted = (entries.reconciles.len() == Self::RECONCILES)
-                .then(|| entries.reconciles.pop_front());
-            entries.reconciles.push_back(entry);
+            let failure = Reconciled::of(key.clone(), facts.clone());
+            entries.failures.push_back(failure);
         }
-        drop((evicted, evicted_failure));
+        let entry = if entries.reconciles.len() == Self::RECONCILES
+            && let Some(mut oldest) = entries.reconciles.pop_front()
+        {
+            oldest.key.clone_from(key);
+            oldest.set(facts);
+            oldest
+        } else {
+            Reconciled::of(key.clone(), facts)
+        };
+        entries.reconciles.push_back(entry);
+        drop(entries);
+        drop(evicted_failure);
+    }
+}
+
+/// A reconcile's entry without its key, as the worker hands it over.
+#[derive(Debug, Clone)]
+pub(super) struct Facts {
+    pub(super) triggers: Triggers,
+    pub(super) attempt: u32,
+    pub(super) waited: Duration,
+    pub(super) started: Instant,
+    pub(super) took: Duration,
+    pub(super) outcome: Outcome,
+    pub(super) failure: Option<Arc<str>>,
+}
+
+impl<K> Reconciled<K> {
+    fn of(key: K, facts: Facts) -> Self {
+        let Facts {
+            triggers,
+            attempt,
+            waited,
+            started,
+            took,
+            outcome,
+            failure,
+        } = facts;
+        Self {
+            key,
+            triggers,
+            attempt,
+            waited,
+            started,
+            took,
+            outcome,
+            failure,
+        }
+    }
+
+    /// Overwrites everything but the key.
+    fn set(&mut self, facts: Facts) {
+        let Facts {
+            triggers,
+            attempt,
+            waited,
+            started,
+            took,
+            outcome,
+            failure,
+        } = facts;
+        (self.triggers, self.attempt, self.waited) = (triggers, attempt, waited);
+        (self.started, self.took, self.outcome) = (started, took, outcome);
+        self.failure = failure;
     }
 }
 
@@ -186,9 +246,8 @@ mod tests {
     use super::*;
     use crate::controller::Trigger;
 
-    fn entry(n: usize, failure: Option<&str>) -> Reconciled<String> {
-        Reconciled {
-            key: format!("key-{n}"),
+    fn record(journal: &Journal<String>, n: usize, failure: Option<&str>) {
+        let facts = Facts {
             triggers: Trigger::Changed.into(),
             attempt: if failure.is_some() { 2 } else { 1 },
             waited: Duration::ZERO,
@@ -200,15 +259,16 @@ mod tests {
                 Outcome::Success
             },
             failure: failure.map(Arc::from),
-        }
+        };
+        journal.record(&format!("key-{n}"), facts);
     }
 
     #[test]
     fn keeps_the_last_reconciles_and_the_last_failures_apart() {
         let journal = Journal::default();
-        journal.record(entry(0, Some("first failure")));
+        record(&journal, 0, Some("first failure"));
         for n in 1..=100 {
-            journal.record(entry(n, None));
+            record(&journal, n, None);
         }
         let reconciles = journal.reconciles();
         assert_eq!(reconciles.len(), Journal::<String>::RECONCILES);
@@ -217,6 +277,12 @@ mod tests {
             format!("key-{}", 101 - Journal::<String>::RECONCILES)
         );
         assert_eq!(reconciles.last().map(|r| r.key.as_str()), Some("key-100"));
+        assert!(
+            reconciles
+                .iter()
+                .all(|r| r.failure.is_none() && r.attempt == 1),
+            "an overwritten entry keeps nothing of the one before"
+        );
         let failures = journal.failures();
         assert_eq!(failures.len(), 1, "successes do not push a failure out");
         assert_eq!(failures[0].failure.as_deref(), Some("first failure"));
@@ -231,7 +297,7 @@ mod tests {
     fn keeps_only_the_last_failures() {
         let journal = Journal::default();
         for n in 0..Journal::<String>::FAILURES + 5 {
-            journal.record(entry(n, Some("failed")));
+            record(&journal, n, Some("failed"));
         }
         let failures = journal.failures();
         assert_eq!(failures.len(), Journal::<String>::FAILURES);

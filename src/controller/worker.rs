@@ -15,7 +15,7 @@ use super::call::{Stops, call, panic_message};
 use super::context::Caches;
 use super::gate::Gate;
 use super::hot_keys::HotKeys;
-use super::journal::{Journal, Reconciled};
+use super::journal::{Facts, Journal};
 use super::lag_gate::LagGate;
 use super::last_states::LastStates;
 use super::ownership::{Claim, Claimed};
@@ -159,7 +159,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         if heat.began {
             self.observer.hot_key();
         }
-        heat.spacing.filter(|_| heat.hot)
+        heat.spacing
     }
 
     /// The key to end now, or `None` while the gate holds it until the
@@ -334,16 +334,18 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let took = ended.saturating_duration_since(started);
         let failure = self.failure(&ran);
         let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
-        self.journal.record(Reconciled {
-            key: key.clone(),
-            triggers,
-            attempt,
-            waited: latency,
-            started,
-            took,
-            outcome,
-            failure,
-        });
+        self.journal.record(
+            key,
+            Facts {
+                triggers,
+                attempt,
+                waited: latency,
+                started,
+                took,
+                outcome,
+                failure,
+            },
+        );
         // Done with the last state: a success, or a terminal error (no
         // retry, change or resync runs a deleted key again).
         let done = outcome.succeeded() || outcome == Outcome::TerminalError;

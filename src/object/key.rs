@@ -26,12 +26,28 @@ use serde::{Deserialize, Serialize};
 /// let pod = Pod { key: web.clone(), node: "node-0".into(), version: Revision::ZERO };
 /// assert_eq!(pod.key(), web);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     /// The namespace (empty for cluster-scoped objects).
     pub namespace: String,
     /// The name, unique within the namespace.
     pub name: String,
+}
+
+impl Clone for ObjectKey {
+    fn clone(&self) -> Self {
+        Self {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    /// Reuses this key's buffers (the derived `clone_from` would not): a
+    /// controller's journal overwrites its oldest entry's key this way.
+    fn clone_from(&mut self, source: &Self) {
+        self.namespace.clone_from(&source.namespace);
+        self.name.clone_from(&source.name);
+    }
 }
 
 impl ObjectKey {
