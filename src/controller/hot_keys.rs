@@ -187,11 +187,9 @@ impl Track {
     }
 }
 
-/// What a writing reconcile made of its key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a writing reconcile made of its key (calm by default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Heat {
-    /// Hot now.
-    pub(super) hot: bool,
     /// The episode began with this reconcile.
     pub(super) began: bool,
     /// Hold the key this long before it runs again (hot, and spaced).
@@ -216,21 +214,17 @@ impl<K: QueueKey> HotKeys<K> {
 
     /// Records a reconcile of `key`, woken by `triggers`, that wrote.
     pub(super) fn wrote(&self, key: &K, triggers: Triggers, now: Instant) -> Heat {
-        let calm = Heat {
-            hot: false,
-            began: false,
-            spacing: None,
-        };
         let Some(policy) = self.inner.policy else {
-            return calm;
+            return Heat::default();
         };
-        let mut tracks = self.inner.tracks.lock();
+        let mut guard = self.inner.tracks.lock();
+        let tracks = &mut *guard;
         tracks.prune(now, policy.window);
         if !tracks.by_key.contains_key(key) {
             tracks.by_key.insert(key.clone(), Track::new(now));
         }
         let Some(track) = tracks.by_key.get_mut(key) else {
-            return calm;
+            return Heat::default();
         };
         track.roll(now, policy.window);
         track.count = track.count.saturating_add(1);
@@ -247,21 +241,17 @@ impl<K: QueueKey> HotKeys<K> {
             tracing::warn!(controller = %self.inner.name, key = ?key, writes, window = ?policy.window, woken_by = %describe(&woken_by), "a key is reconciled again and again with a write each time: two controllers undoing each other, or a reconciler writing a new value on every run");
         } else if track.cools(now, policy) {
             tracing::info!(controller = %self.inner.name, key = ?key, "a hot key calmed down");
-            return calm;
+            return Heat::default();
         }
-        let Some(track) = tracks.by_key.get_mut(key).filter(|t| t.hot_since.is_some()) else {
-            return calm;
-        };
+        if track.hot_since.is_none() {
+            return Heat::default();
+        }
         let spacing = policy.spacing.map(|max| {
             let spacing = track.spacing.min(max);
             track.spacing = track.spacing.saturating_mul(2).min(max);
             spacing
         });
-        Heat {
-            hot: true,
-            began,
-            spacing,
-        }
+        Heat { began, spacing }
     }
 
     /// The keys hot now (a key whose count fell below half the bound is

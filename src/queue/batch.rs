@@ -94,10 +94,7 @@ impl<K: QueueKey, T: Payload> Batch<'_, K, T> {
             Trip::Refill => self.refill(now, max, spare),
         }
         let handed = self.run.pop()?;
-        let waited = self
-            .queue
-            .stamp(now)
-            .saturating_duration_since(handed.since);
+        let waited = self.queue.waited(now, handed.since);
         self.queue.report(|o| o.queued_for(waited));
         Some(handed)
     }

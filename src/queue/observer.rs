@@ -44,7 +44,8 @@ pub trait QueueObserver: Send + Sync {
     fn depth(&self, _ready: usize) {}
 
     /// A key was handed to a worker after waiting `_waited` since it became
-    /// ready: `workqueue_queue_duration_seconds`.
+    /// ready (a debounced key: since its first change):
+    /// `workqueue_queue_duration_seconds`.
     fn queued_for(&self, _waited: Duration) {}
 
     /// A worker finished a key it held for `_worked`:
