@@ -3,120 +3,24 @@
 //! through a tokio mpsc to a single task. Run with
 //! `cargo bench --bench controller`; it prints one line per figure.
 
-use std::convert::Infallible;
+#[path = "support/noop.rs"]
+mod noop;
+
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tend::controller::{
-    Action, Context, Controller, ControllerObserver, Reconciler, Trigger, Triggers,
+use noop::{
+    Item, NoOp, STORM_KEYS, STORM_UPDATES, SYNC_OBJECTS, Setup, item, run_until, storm_run,
+    sync_run,
 };
+use tend::controller::Controller;
 use tend::memory::MemoryStore;
 use tend::{Informer, Revision};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Debug, Clone)]
-struct Item {
-    id: u64,
-    value: u64,
-    written: Instant,
-    version: Revision,
-}
-
-tend::impl_object!(Item, key: id: u64, version: version);
-
-fn item(id: u64, value: u64) -> Item {
-    Item {
-        id,
-        value,
-        written: Instant::now(),
-        version: Revision::ZERO,
-    }
-}
-
-/// Counts reconciles and remembers the keys that reached a target value.
-#[derive(Default)]
-struct NoOp {
-    reconciles: AtomicUsize,
-    /// Per key: reached the target; and how many keys have.
-    reached: Vec<AtomicBool>,
-    done: AtomicUsize,
-    target: u64,
-    latencies: Mutex<Vec<Duration>>,
-    /// What the controller itself measured (`reconcile_latency`) of the
-    /// changed keys, beside the bench's own `latencies`.
-    measured: Mutex<Vec<Duration>>,
-}
-
-impl ControllerObserver for NoOp {
-    fn reconcile_latency(&self, triggers: Triggers, latency: Duration) {
-        // The latency figure's changes only (its target is `u64::MAX`).
-        if self.target == u64::MAX && triggers.contains(Trigger::Changed) {
-            self.measured.lock().expect("not poisoned").push(latency);
-        }
-    }
-}
-
-impl Reconciler<Item> for Arc<NoOp> {
-    type Error = Infallible;
-
-    async fn reconcile(&self, ctx: Context<Item>) -> Result<Action, Infallible> {
-        self.reconciles.fetch_add(1, Ordering::Relaxed);
-        if let Some(item) = ctx.object() {
-            // Value 0: the initial objects, written before the run; their
-            // reconciles are the initial sync's, not the paced writes'.
-            if self.target == u64::MAX && item.value > 0 {
-                self.latencies
-                    .lock()
-                    .expect("not poisoned")
-                    .push(item.written.elapsed());
-            } else if item.value >= self.target
-                && !self.reached[item.id as usize].swap(true, Ordering::Relaxed)
-            {
-                self.done.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Ok(Action::Done)
-    }
-}
-
-/// Runs a controller over `store` until `finished` holds; returns the time.
-fn run_until(
-    runtime: &Runtime,
-    (store, read_your_writes): (&MemoryStore<Item>, Option<Duration>),
-    reconciler: &Arc<NoOp>,
-    write: impl FnOnce(),
-    finished: impl Fn(&NoOp) -> bool,
-) -> Duration {
-    runtime.block_on(async {
-        let informer = Informer::builder(store.clone()).build().expect("valid");
-        let controller = Controller::builder("bench", &informer, Arc::clone(reconciler))
-            .concurrency(NonZeroUsize::new(4).expect("non-zero"))
-            .read_your_writes(read_your_writes)
-            .observer(Arc::clone(reconciler) as Arc<dyn ControllerObserver>)
-            .build()
-            .expect("valid");
-        let stop = CancellationToken::new();
-        let start = Instant::now();
-        let informer_task = tokio::spawn({
-            let (informer, stop) = (informer.clone(), stop.clone());
-            async move { informer.run(stop).await }
-        });
-        let run = tokio::spawn(controller.run(stop.clone()));
-        write();
-        while !finished(reconciler) {
-            tokio::time::sleep(Duration::from_micros(200)).await;
-        }
-        let took = start.elapsed();
-        stop.cancel();
-        run.await.expect("task").expect("controller");
-        informer_task.await.expect("task").expect("informer");
-        took
-    })
-}
 
 /// The baseline: the same objects through an mpsc to one task.
 fn mpsc_baseline(runtime: &Runtime, objects: Vec<Item>) -> Duration {
@@ -206,32 +110,15 @@ fn initial_sync() {
 
 fn initial_sync_once() -> Run {
     let runtime = runtime();
-
     // 1. Initial sync of 100k objects until every key reconciled once.
-    const OBJECTS: u64 = 100_000;
-    let store = MemoryStore::new("items");
-    for id in 0..OBJECTS {
-        store.put(item(id, 1));
-    }
-    let reconciler = Arc::new(NoOp {
-        target: 1,
-        reached: (0..OBJECTS).map(|_| AtomicBool::new(false)).collect(),
-        ..NoOp::default()
-    });
-    let took = run_until(
-        &runtime,
-        (&store, Some(Duration::from_secs(10))),
-        &reconciler,
-        || {},
-        |r| r.done.load(Ordering::Relaxed) == OBJECTS as usize,
-    );
-    let base = mpsc_baseline(&runtime, (0..OBJECTS).map(|id| item(id, 1)).collect());
+    let took = sync_run(&runtime, None);
+    let base = mpsc_baseline(&runtime, (0..SYNC_OBJECTS).map(|id| item(id, 1)).collect());
     Run {
         took,
         base,
         line: format!(
             "initial sync, 100k objects: {took:.2?} ({:.0} objects/s); mpsc baseline {base:.2?}",
-            OBJECTS as f64 / took.as_secs_f64(),
+            SYNC_OBJECTS as f64 / took.as_secs_f64(),
         ),
     }
 }
@@ -244,46 +131,20 @@ fn update_storm_once() -> Run {
     let runtime = runtime();
     // 2. Update storm: 1M updates over 10k keys, until every key reconciled
     //    at its final version.
-    const KEYS: u64 = 10_000;
-    const UPDATES: u64 = 1_000_000;
-    // A history as long as the storm, as etcd's (compacted every few
-    // minutes) would be: the figure is the pipeline's, not a relist's.
-    let history = std::num::NonZeroUsize::new(UPDATES as usize).expect("non-zero");
-    let store = MemoryStore::with_history("storm", history);
-    for id in 0..KEYS {
-        store.put(item(id, 0));
-    }
-    let reconciler = Arc::new(NoOp {
-        target: UPDATES / KEYS,
-        reached: (0..KEYS).map(|_| AtomicBool::new(false)).collect(),
-        ..NoOp::default()
-    });
-    let writer = store.clone();
-    let took = run_until(
-        &runtime,
-        (&store, Some(Duration::from_secs(10))),
-        &reconciler,
-        move || {
-            std::thread::spawn(move || {
-                for n in 0..UPDATES {
-                    writer.put(item(n % KEYS, n / KEYS + 1));
-                }
-            });
-        },
-        |r| r.done.load(Ordering::Relaxed) == KEYS as usize,
-    );
-    let reconciles = reconciler.reconciles.load(Ordering::Relaxed);
+    let (took, reconciles) = storm_run(&runtime, None);
     let base = mpsc_baseline(
         &runtime,
-        (0..UPDATES).map(|n| item(n % KEYS, n / KEYS + 1)).collect(),
+        (0..STORM_UPDATES)
+            .map(|n| item(n % STORM_KEYS, n / STORM_KEYS + 1))
+            .collect(),
     );
     Run {
         took,
         base,
         line: format!(
             "update storm, 1M updates over 10k keys: {took:.2?}, {reconciles} reconciles ({:.2} per key, {:.3} per key per pass); mpsc baseline {base:.2?}",
-            reconciles as f64 / KEYS as f64,
-            reconciles as f64 / UPDATES as f64,
+            reconciles as f64 / STORM_KEYS as f64,
+            reconciles as f64 / STORM_UPDATES as f64,
         ),
     }
 }
@@ -436,7 +297,7 @@ fn latency_once(runtime: &Runtime, read_your_writes: bool) -> [(Duration, Durati
     let gate = read_your_writes.then_some(Duration::from_secs(10));
     run_until(
         runtime,
-        (&store, gate),
+        Setup::new(&store, gate),
         &reconciler,
         move || {
             std::thread::spawn(move || {

@@ -83,7 +83,9 @@ struct Measured {
 /// Live heap bytes since `region` began.
 fn live(region: &Region<'_, System>) -> isize {
     let stats = region.change();
-    stats.bytes_allocated as isize - stats.bytes_deallocated as isize + stats.bytes_reallocated
+    // A realloc's growth or shrink is in `bytes_allocated` or
+    // `bytes_deallocated` already; `bytes_reallocated` repeats it.
+    stats.bytes_allocated as isize - stats.bytes_deallocated as isize
 }
 
 fn sync_once(runtime: &tokio::runtime::Runtime, count: usize) -> Measured {

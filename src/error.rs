@@ -68,4 +68,10 @@ pub enum SettingError {
     /// maximum).
     #[error("starts above its maximum")]
     Inverted,
+    /// It does nothing without another setting, which is missing.
+    #[error("needs `{setting}` set too")]
+    Needs {
+        /// The missing setting.
+        setting: &'static str,
+    },
 }

@@ -9,14 +9,12 @@ use std::time::Duration;
 use tend::{Event, Informer, Subscription};
 use tokio::time::Instant;
 
-use crate::Endpoints;
+use crate::route::Endpoints;
 use crate::world::World;
 
 /// What the controller and the world did, and the routing clocks.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    pub(crate) reconciles: u32,
-    pub(crate) updates: u32,
     pub(crate) flips: u32,
     /// Pods routed while not ready (or gone), since when, by name.
     unready_routed: HashMap<String, Instant>,

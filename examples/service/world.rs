@@ -10,8 +10,8 @@ use tend::memory::MemoryStore;
 use tend::{BoxError, CancellationToken, Revision};
 
 use crate::monitor::Stats;
+use crate::route::{Counts, Endpoints, Pod, Service};
 use crate::support::{Clock, Summary, verdict};
-use crate::{Endpoints, Pod, Service};
 
 /// Whether `pod` is routed now, read from the endpoints store (the truth).
 fn is_routed(endpoints: &MemoryStore<Endpoints>, pod: &Pod) -> bool {
@@ -74,6 +74,7 @@ pub(crate) struct World {
     pub(crate) pods: MemoryStore<Pod>,
     pub(crate) endpoints: MemoryStore<Endpoints>,
     pub(crate) stats: Arc<Mutex<Stats>>,
+    pub(crate) counts: Arc<Counts>,
 }
 
 impl World {
@@ -97,6 +98,7 @@ impl World {
             pods,
             endpoints: MemoryStore::new("endpoints"),
             stats: Arc::default(),
+            counts: Arc::default(),
         }
     }
 
@@ -201,7 +203,8 @@ impl World {
             ))
             .line(format!(
                 "controller: {} reconciles, {} endpoint updates",
-                stats.reconciles, stats.updates
+                self.counts.reconciles(),
+                self.counts.updates()
             ))
             .line(format!(
                 "longest time an unready pod stayed routed: {longest:.2?} (it happened {} times)",

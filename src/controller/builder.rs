@@ -9,7 +9,9 @@ use futures::{Stream, StreamExt};
 
 use super::context::Clients;
 use super::external::External;
+use super::key_groups::KeyGroups;
 use super::observer::NoopObserver;
+use super::reads::Reading;
 use super::watch::{Mapped, Secondary, Watch};
 use super::{
     Controller, ControllerError, ControllerObserver, ControllerSetting, HotKeyPolicy, Predicate,
@@ -80,6 +82,7 @@ pub struct ControllerBuilder<O: Object, R> {
     limiter: Option<Box<dyn RateLimiter<O::Key>>>,
     observer: Arc<dyn ControllerObserver>,
     queue_observer: Option<Arc<dyn QueueObserver>>,
+    pub(super) groups: KeyGroups<O::Key>,
 }
 
 /// What wakes a controller: its primary's events, its secondaries' mapped
@@ -140,6 +143,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
             limiter: None,
             observer: Arc::new(NoopObserver),
             queue_observer: None,
+            groups: KeyGroups::default(),
         }
     }
 
@@ -177,6 +181,80 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
             map: Arc::new(map),
             trigger: Trigger::Mapped,
         }));
+        self
+    }
+
+    /// Tracks what reconciles read of `watch`'s objects through
+    /// [`Context::cache`](super::Context::cache), and reconciles a key again
+    /// when something its last reconcile read changes, with
+    /// [`Trigger::Read`]: no mapper, no index of the primary, no `watches`
+    /// for that relation. What counts as changed, per read:
+    ///
+    /// - `get(key)`: the object under that key changes, is created (a read
+    ///   that found nothing counts too) or is deleted;
+    /// - `by_index(index, value)`: an object filed under `value` changes,
+    ///   arrives or leaves; `keys_by_index`: one arrives or leaves;
+    /// - `list()`, `len()`, `is_empty()`: any object changes;
+    /// - [`list_where(filter)`](crate::Cache::list_where): an object that
+    ///   passes the filter, before or after the change, changes.
+    ///
+    /// Each reconcile's reads replace the last ones: a dependency it no
+    /// longer reads stops waking the key. A key's record is forgotten when
+    /// its primary object is deleted or its reconcile finds it gone. The
+    /// record costs about 400 bytes of heap per edge (a key, one distinct
+    /// read: `tests/read_tracking_memory.rs`, string keys of 12 bytes, one
+    /// reader per dependency), given back once no longer read; past 1,024 distinct reads of
+    /// one source in one reconcile the rest count as one read of every
+    /// object. Only sources registered here are tracked; composes with
+    /// [`owns`](Self::owns) and [`watches`](Self::watches) (of the same
+    /// informer too: a key woken by both gets both triggers). `watch`'s
+    /// predicate filters the changes that wake readers; an
+    /// [optional](super::Watch::optional) source is read once synced.
+    ///
+    /// # Examples
+    ///
+    /// A service reads its pods through an index of the pods: a pod that
+    /// joins, leaves or changes under the service's selector wakes it.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tend::controller::{Action, Context, Controller, Reconciler};
+    /// use tend::memory::MemoryStore;
+    /// use tend::{Informer, Revision};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Service { name: String, selector: String, version: Revision }
+    /// tend::impl_object!(Service, key: name: String, version: version);
+    /// #[derive(Clone, Debug)]
+    /// struct Pod { name: String, app: String, version: Revision }
+    /// tend::impl_object!(Pod, key: name: String, version: version);
+    ///
+    /// struct Route;
+    /// impl Reconciler<Service> for Route {
+    ///     type Error = Infallible;
+    ///     async fn reconcile(&self, ctx: Context<Service>) -> Result<Action, Infallible> {
+    ///         let (Some(service), Some(pods)) = (ctx.object(), ctx.cache::<Pod>()) else {
+    ///             return Ok(Action::Done);
+    ///         };
+    ///         let _selected = pods.by_index("app", &service.selector).unwrap_or_default();
+    ///         Ok(Action::Done)
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let services = Informer::builder(MemoryStore::<Service>::new("services")).build()?;
+    /// let pods = Informer::builder(MemoryStore::<Pod>::new("pods"))
+    ///     .index("app", |pod: &Pod| vec![pod.app.clone()])
+    ///     .build()?;
+    /// let controller = Controller::builder("route", &services, Route)
+    ///     .reads(&pods)
+    ///     .build()?;
+    /// assert_eq!(controller.informers(), [services.id(), pods.id()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn reads<P: Object>(mut self, watch: impl Into<Watch<P>>) -> Self {
+        let reading = Reading::<P, O::Key>::new(watch.into());
+        self.inputs.secondaries.push(Arc::new(reading));
         self
     }
 
@@ -457,6 +535,7 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
                 max: window.saturating_mul(DEBOUNCE_WINDOWS),
             });
         }
+        let queue = self.groups.apply(queue);
         Ok(Controller::assemble(
             self.name,
             self.inputs,
@@ -527,6 +606,7 @@ impl<O: Object, R> ControllerBuilder<O, R> {
             .into_iter()
             .find(|(_, value)| zero(*value))
             .map(|(setting, _)| (setting, SettingError::Zero))
+            .or_else(|| self.groups.invalid())
         };
         match invalid {
             Some((setting, error)) => Err(ControllerError::InvalidConfig {
@@ -547,6 +627,7 @@ impl<O: Object, R> fmt::Debug for ControllerBuilder<O, R> {
             .field("secondaries", &self.inputs.secondaries.len())
             .field("externals", &self.inputs.externals.len())
             .field("config", &self.config)
+            .field("grouped", &self.groups.is_grouped())
             .finish_non_exhaustive()
     }
 }

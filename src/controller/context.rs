@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Triggers;
+use super::reads::{Recording, hooked};
 use super::scope::{Record, Scope};
 use crate::client::FencingToken;
 use crate::client::{Client, WriteHook};
@@ -80,6 +81,8 @@ pub struct Context<O: Object> {
     pub(super) fencing_token: Option<FencingToken>,
     /// Whether writes through its clients are waited for.
     pub(super) read_your_writes: bool,
+    /// Where its reads of tracked sources go (`reads`), if any.
+    pub(super) recording: Option<Arc<Recording<O::Key>>>,
 }
 
 impl<O: Object> Context<O> {
@@ -162,8 +165,21 @@ impl<O: Object> Context<O> {
     /// none, or only through an [optional](super::Watch::optional) source
     /// that has not synced yet. With several sources of one type, the first
     /// registered.
+    ///
+    /// When the source was registered with
+    /// [`reads`](super::ControllerBuilder::reads), the handle records what
+    /// this reconcile reads through it (by key, absent keys included, by
+    /// index, listings and [`list_where`](Cache::list_where) filters): once
+    /// the reconcile ends, a change of any of it queues this key again with
+    /// [`Trigger::Read`](super::Trigger::Read), until a later reconcile
+    /// no longer reads it. Reads made after the reconcile ended (a handle
+    /// kept in a spawned task) are not recorded.
     pub fn cache<P: Object>(&self) -> Option<Cache<P>> {
-        self.caches.get::<P>()
+        let (cache, record) = self.caches.get::<P>()?;
+        Some(match (record, &self.recording) {
+            (Some(record), Some(recording)) => hooked::<P, O::Key>(cache, record, recording),
+            _ => cache,
+        })
     }
 
     /// A client for objects of type `P`, if the controller was given one
@@ -257,25 +273,57 @@ pub(crate) struct Caches {
     /// (`Watch::optional`: not until then).
     optional: Vec<bool>,
     revisions: Vec<watch::Receiver<Revision>>,
+    /// Per store: the record of its reads, when they are tracked (`reads`).
+    records: Vec<Option<ErasedRecord>>,
     clients: Clients,
 }
+
+/// A tracked source's record, its type erased.
+type ErasedRecord = Arc<dyn Any + Send + Sync>;
 
 impl Caches {
     pub(crate) fn push<P: Object>(&mut self, store: Cache<P>, optional: bool) {
         self.revisions.push(store.revisions());
         self.stores.push(Arc::new(store));
         self.optional.push(optional);
+        self.records.push(None);
+    }
+
+    /// Adds `store` with its reads recorded into `record` (an already
+    /// added `store`, such as the primary's, gets the record).
+    pub(crate) fn track<P: Object>(
+        &mut self,
+        store: Cache<P>,
+        optional: bool,
+        record: ErasedRecord,
+    ) {
+        let same = |s: &Arc<dyn Any + Send + Sync>| {
+            s.downcast_ref::<Cache<P>>()
+                .is_some_and(|s| s.same_as(&store))
+        };
+        let at = match self.stores.iter().position(same) {
+            Some(at) => at,
+            None => {
+                self.push(store, optional);
+                self.stores.len() - 1
+            }
+        };
+        if let Some(slot @ None) = self.records.get_mut(at) {
+            *slot = Some(record);
+        }
     }
 
     pub(super) fn set_clients(&mut self, clients: Clients) {
         self.clients = clients;
     }
 
-    fn get<P: Object>(&self) -> Option<Cache<P>> {
+    /// The first cache of `P`, with its record of reads if tracked.
+    fn get<P: Object>(&self) -> Option<(Cache<P>, Option<&ErasedRecord>)> {
         let at = self.position::<P>()?;
         let store = self.stores.get(at)?.downcast_ref::<Cache<P>>()?;
         let usable = !self.optional.get(at).copied().unwrap_or(false) || store.is_synced();
-        usable.then(|| store.clone())
+        let record = self.records.get(at).and_then(Option::as_ref);
+        usable.then(|| (store.clone(), record))
     }
 
     /// Where the first cache of `P` is.

@@ -35,12 +35,14 @@ mod finalizer;
 mod gate;
 mod hot_keys;
 mod journal;
+mod key_groups;
 mod lag_gate;
 mod last_states;
 mod observer;
 mod ownership;
 mod pace;
 mod predicate;
+mod reads;
 mod reconciler;
 mod scope;
 mod settle;
@@ -65,6 +67,7 @@ pub use self::finalizer::{Finalize, FinalizerError, finalizer};
 pub(crate) use self::hot_keys::describe as describe_woken_by;
 pub use self::hot_keys::{HotKey, HotKeyPolicy, HotKeys};
 pub use self::journal::{Journal, JournalTotals, Reconciled};
+pub use self::key_groups::MAX_GROUP_METRICS;
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
@@ -80,6 +83,7 @@ use self::gate::Gate;
 use self::lag_gate::LagGate;
 use self::last_states::LastStates;
 pub(crate) use self::ownership::{LoseAllOnDrop, Slots};
+use self::reads::Tracker;
 use self::sink::Enqueue;
 use self::spacer::Spacer;
 use self::tasks::{drain, hard_stop_of, join_all, spawn_gate, spawn_workers};
@@ -213,6 +217,8 @@ pub enum ControllerSetting {
     HoldWhileLagging,
     /// [`ControllerBuilder::hot_keys`].
     HotKeys,
+    /// [`ControllerBuilder::group_metrics`].
+    GroupMetrics,
 }
 
 impl fmt::Display for ControllerSetting {
@@ -229,6 +235,7 @@ impl fmt::Display for ControllerSetting {
             Self::Concurrency => "concurrency",
             Self::HoldWhileLagging => "hold_while_lagging",
             Self::HotKeys => "hot_keys",
+            Self::GroupMetrics => "group_metrics",
         })
     }
 }
@@ -569,6 +576,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
                 .hot_keys
                 .and_then(|p| p.spacing())
                 .map(|_| Spacer::new()),
+            reads: Tracker::of(&inputs.secondaries),
             hot_keys,
             stopping,
         });
@@ -606,6 +614,7 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         let deletions = Deletions {
             last_states: Arc::clone(&self.last_states),
             departed,
+            reads: Tracker::of(&self.inputs.secondaries),
         };
         let mut subscriptions = vec![subscribe_primary(
             &self.inputs.primary,

@@ -38,6 +38,12 @@ pub enum Trigger {
     Owned,
     /// A watched object mapped to this key changed (registered with `watches`).
     Mapped,
+    /// Something this key's last reconcile read from a source registered
+    /// with [`reads`](super::ControllerBuilder::reads) changed: an object it
+    /// got by key (or its absence), an object entering or leaving an index
+    /// value it read, a listing or filter it read. Which one is in the
+    /// debug event the controller logs when it queues the key.
+    Read,
     /// A periodic resync re-checks everything.
     Resync,
     /// The previous reconcile failed (or panicked, or timed out).
@@ -55,12 +61,13 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Initial,
         Self::Changed,
         Self::Deleted,
         Self::Owned,
         Self::Mapped,
+        Self::Read,
         Self::Resync,
         Self::Retry,
         Self::Requeue,
@@ -97,6 +104,7 @@ impl Trigger {
             Self::Deleted => "deleted",
             Self::Owned => "owned",
             Self::Mapped => "mapped",
+            Self::Read => "read",
             Self::Resync => "resync",
             Self::Retry => "retry",
             Self::Requeue => "requeue",

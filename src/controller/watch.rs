@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use super::context::Caches;
 use super::departed::Departed;
 use super::last_states::LastStates;
+use super::reads::{Remember, Tracker};
 use super::sink::{Enqueue, Keys};
 use super::{Predicate, Trigger};
 use crate::informer::{
@@ -103,6 +104,16 @@ impl<P: Object> Watch<P> {
     }
 }
 
+impl<P: Object> Clone for Watch<P> {
+    fn clone(&self) -> Self {
+        Self {
+            informer: self.informer.clone(),
+            predicate: self.predicate.clone(),
+            optional: self.optional,
+        }
+    }
+}
+
 impl<P: Object> From<Informer<P>> for Watch<P> {
     fn from(informer: Informer<P>) -> Self {
         Self::new(informer)
@@ -122,7 +133,7 @@ impl<P: Object> fmt::Debug for Watch<P> {
 /// An informer handler that gathers the keys a run of events asks for and
 /// adds them to the queue under one lock when the informer flushes (before
 /// it waits for anything, so no latency is added).
-struct Gather<K: crate::QueueKey, F> {
+pub(super) struct Gather<K: crate::QueueKey, F> {
     sink: Enqueue<K>,
     keys: Keys<K>,
     on_event: F,
@@ -131,7 +142,7 @@ struct Gather<K: crate::QueueKey, F> {
 }
 
 impl<K: crate::QueueKey, F> Gather<K, F> {
-    fn new(sink: Enqueue<K>, on_event: F) -> Self {
+    pub(super) fn new(sink: Enqueue<K>, on_event: F) -> Self {
         let keys = Keys::new(sink.ownership.clone());
         Self {
             sink,
@@ -237,6 +248,8 @@ impl<P: Object> Synced for Optional<P> {
 pub(crate) struct Deletions<O: Object> {
     pub(crate) last_states: Arc<LastStates<O>>,
     pub(crate) departed: Option<Arc<Departed<O>>>,
+    /// Tracked reads: a deleted key's are forgotten.
+    pub(crate) reads: Option<Tracker<O::Key>>,
 }
 
 /// The primary source: each object's own key, as the informer computed it
@@ -255,14 +268,20 @@ where
     let Deletions {
         last_states,
         departed,
+        reads,
     } = deletions;
     let predicate = watch.predicate.clone();
     let on_event = move |key: Cow<'_, O::Key>, event: &Event<O>, keys: &mut Keys<O::Key>| {
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
-        if let (Some(departed), Event::Deleted(last)) = (&departed, event) {
-            departed.deleted(O::Key::clone(&key), last);
+        if let Event::Deleted(last) = event {
+            if let Some(departed) = &departed {
+                departed.deleted(O::Key::clone(&key), last);
+            }
+            if let Some(reads) = &reads {
+                reads.forget(&key);
+            }
         }
         // Another replica's key leaves no last state here.
         if !keys.wants(&key) {
@@ -302,6 +321,10 @@ pub(crate) trait Secondary<K: crate::QueueKey>: Send + Sync {
     fn optional(&self) -> bool;
     /// How far its cache is behind its source.
     fn lag(&self) -> Option<CacheLag>;
+    /// Its record of reads, when its reads are tracked (`reads`).
+    fn tracked(&self) -> Option<Arc<dyn Remember<K>>> {
+        None
+    }
 }
 
 pub(crate) struct Mapped<P: Object, K> {
@@ -338,11 +361,7 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Mapped<P, K> {
             .watch
             .informer
             .subscribe_handler(Gather::new(sink, on_event));
-        if self.watch.optional {
-            Box::new(Optional(subscription))
-        } else {
-            Box::new(subscription)
-        }
+        synced(subscription, self.watch.optional)
     }
 
     fn add_cache(&self, caches: &mut Caches) {
@@ -366,9 +385,27 @@ impl<P: Object> Watch<P> {
     pub(crate) fn informer(&self) -> &Informer<P> {
         &self.informer
     }
+
+    /// Whether `event` passes the predicate (if any).
+    pub(super) fn passes(&self, event: &Event<P>) -> bool {
+        self.predicate.as_ref().is_none_or(|p| p.matches(event))
+    }
+
+    pub(super) fn is_optional(&self) -> bool {
+        self.optional
+    }
+}
+
+/// `subscription`, waited for unless `optional`.
+pub(super) fn synced<P: Object>(subscription: Subscription<P>, optional: bool) -> Box<dyn Synced> {
+    if optional {
+        Box::new(Optional(subscription))
+    } else {
+        Box::new(subscription)
+    }
 }
 
 /// Initial lists and resyncs re-check what may not have changed: background work.
-fn is_background<P>(event: &Event<P>) -> bool {
+pub(super) fn is_background<P>(event: &Event<P>) -> bool {
     matches!(event, Event::Initial(_) | Event::Resync(_))
 }

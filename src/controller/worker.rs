@@ -20,6 +20,7 @@ use super::lag_gate::LagGate;
 use super::last_states::LastStates;
 use super::ownership::{Claim, Claimed};
 use super::pace::Pace;
+use super::reads::{Recording, Tracker};
 use super::scope::Scope;
 use super::settle::Report;
 use super::sink::Enqueue;
@@ -54,6 +55,8 @@ pub(super) struct Worker<O: Object, R> {
     pub(super) hot_keys: HotKeys<O::Key>,
     /// Holds hot keys after their reconciles (when spaced).
     pub(super) spacer: Option<Spacer<O::Key>>,
+    /// The records of what reconciles read of tracked sources (`reads`).
+    pub(super) reads: Option<Tracker<O::Key>>,
     /// The controller's graceful stop: a worker waiting to be allowed to
     /// reconcile (a standby) stops waiting.
     pub(super) stopping: CancellationToken,
@@ -199,6 +202,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         tracing::debug!(controller = %self.name, ?key, "skipping a key of a shard not owned");
         self.sink.queue.forget(&key);
         self.last_states.forget(&key);
+        if let Some(reads) = &self.reads {
+            reads.forget(&key);
+        }
         let now = Instant::now();
         local
             .pace
@@ -311,6 +317,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let attempt = self.sink.queue.retries(key).saturating_add(1);
         let ctx = self.context(local, handed, attempt, claim);
         let (last, triggers) = (ctx.last_state.clone(), ctx.triggers);
+        let reading = ctx.recording.clone().map(|r| (r, ctx.object.is_some()));
         let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,
@@ -334,6 +341,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let took = ended.saturating_duration_since(started);
         let failure = self.failure(&ran);
         let outcome = span.in_scope(|| self.settle(handed, attempt, ran, took));
+        self.remember_reads(reading, outcome);
         self.journal.record(
             key,
             Facts {
@@ -354,6 +362,14 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         }
         report.finish(outcome, took);
         (ended, waited)
+    }
+
+    /// Keeps what a reconcile read (recorded with whether it found its
+    /// object) as its key's dependencies, or forgets them.
+    fn remember_reads(&self, reading: Option<(Arc<Recording<O::Key>>, bool)>, outcome: Outcome) {
+        if let (Some(reads), Some((recording, existed))) = (&self.reads, reading) {
+            reads.settle(&recording, existed, outcome);
+        }
     }
 
     /// The context of a reconcile of `handed`, its `attempt`.
@@ -388,6 +404,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             caches: Arc::clone(&local.caches),
             fencing_token: claim.map(|claim| claim.token),
             read_your_writes: self.gate.is_some(),
+            recording: self.reads.as_ref().map(|reads| reads.start(key)),
         }
     }
 

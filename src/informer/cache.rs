@@ -24,6 +24,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use super::dispatch::Keyed;
+use super::reads::{Filter, Read, ReadHook};
 use super::{Event, InformerError};
 use crate::object::{Object, Revision};
 
@@ -84,6 +85,8 @@ pub(crate) type TransformFn<O> = Arc<dyn Fn(O) -> O + Send + Sync>;
 /// ```
 pub struct Cache<O: Object> {
     shared: Arc<StoreShared<O>>,
+    /// Told of each read (a handle given to a reconcile that tracks reads).
+    hook: Option<Arc<dyn ReadHook<O>>>,
 }
 
 struct StoreShared<O: Object> {
@@ -125,6 +128,7 @@ impl<O: Object> Clone for Cache<O> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
+            hook: self.hook.clone(),
         }
     }
 }
@@ -136,6 +140,7 @@ impl<O: Object> fmt::Debug for Cache<O> {
             .field("len", &self.len())
             .field("indexes", &self.shared.index_names)
             .field("synced", &self.is_synced())
+            .field("tracked", &self.hook.is_some())
             .finish()
     }
 }
@@ -155,6 +160,26 @@ impl<O: Object> Cache<O> {
                 synced,
                 applied,
             }),
+            hook: None,
+        }
+    }
+
+    /// This cache, with every read told to `hook` first.
+    pub(crate) fn hooked(&self, hook: Arc<dyn ReadHook<O>>) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            hook: Some(hook),
+        }
+    }
+
+    /// Whether `other` reads the same cache.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    fn heard(&self, read: Read<'_, O>) {
+        if let Some(hook) = &self.hook {
+            hook.read(read);
         }
     }
 
@@ -181,18 +206,55 @@ impl<O: Object> Cache<O> {
     /// The cached object with this key.
     #[must_use]
     pub fn get(&self, key: &O::Key) -> Option<Arc<O>> {
+        self.heard(Read::Key(key));
         self.shared.cache.read().objects.get(key).cloned()
     }
 
     /// Every cached object, in no particular order.
     #[must_use]
     pub fn list(&self) -> Vec<Arc<O>> {
+        self.heard(Read::All);
         self.shared.cache.read().objects.values().cloned().collect()
+    }
+
+    /// Every cached object `filter` passes, in no particular order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tend::{Filter, Informer, Revision};
+    /// # use tend::memory::MemoryStore;
+    /// # #[derive(Clone, Debug)] struct Pod { name: String, ready: bool, version: Revision }
+    /// # tend::impl_object!(Pod, key: name: String, version: version);
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pods = MemoryStore::new("pods");
+    /// pods.put(Pod { name: "web-1".into(), ready: true, version: Revision::ZERO });
+    /// pods.put(Pod { name: "web-2".into(), ready: false, version: Revision::ZERO });
+    /// let informer = Informer::builder(pods).build()?;
+    /// # let stop = tend::CancellationToken::new();
+    /// # let running = tokio::spawn({ let (i, s) = (informer.clone(), stop.clone()); async move { i.run(s).await } });
+    /// let cache = informer.cache();
+    /// cache.wait_synced(std::time::Duration::from_secs(5)).await?;
+    /// let ready = Filter::new("ready", |pod: &Pod| pod.ready);
+    /// let names: Vec<_> = cache.list_where(&ready).iter().map(|p| p.name.clone()).collect();
+    /// assert_eq!(names, ["web-1"]);
+    /// # stop.cancel();
+    /// # running.await??;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn list_where(&self, filter: &Filter<O>) -> Vec<Arc<O>> {
+        self.heard(Read::Filter(filter));
+        let cache = self.shared.cache.read();
+        let passed = cache.objects.values().filter(|o| filter.matches(o));
+        passed.cloned().collect()
     }
 
     /// The number of cached objects.
     #[must_use]
     pub fn len(&self) -> usize {
+        self.heard(Read::All);
         self.shared.cache.read().objects.len()
     }
 
@@ -216,6 +278,10 @@ impl<O: Object> Cache<O> {
     /// registered.
     pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<O>>, InformerError> {
         let position = self.index_position(index)?;
+        self.heard(Read::Objects {
+            index: position,
+            value,
+        });
         let cache = self.shared.cache.read();
         let Some(keys) = cache.indexes[position].get(value) else {
             return Ok(Vec::new());
@@ -234,6 +300,10 @@ impl<O: Object> Cache<O> {
     /// registered.
     pub fn keys_by_index(&self, index: &str, value: &str) -> Result<Vec<O::Key>, InformerError> {
         let position = self.index_position(index)?;
+        self.heard(Read::Keys {
+            index: position,
+            value,
+        });
         let cache = self.shared.cache.read();
         Ok(cache.indexes[position]
             .get(value)
@@ -266,6 +336,20 @@ impl<O: Object> Cache<O> {
                 timeout,
             }),
         }
+    }
+
+    /// The values the index at `position` files `object` under.
+    pub(crate) fn index_values(&self, position: usize, object: &O) -> Vec<IndexValue> {
+        self.shared
+            .index_fns
+            .get(position)
+            .map(|function| function(object))
+            .unwrap_or_default()
+    }
+
+    /// The name of the index at `position`.
+    pub(crate) fn index_name(&self, position: usize) -> &str {
+        self.shared.index_names.get(position).map_or("", |n| n)
     }
 
     fn index_position(&self, index: &str) -> Result<usize, InformerError> {

@@ -7,6 +7,7 @@ mod apply;
 mod backoff;
 mod cache;
 mod dispatch;
+mod reads;
 mod staleness;
 mod stats;
 mod tombstones;
@@ -23,6 +24,8 @@ use tracing::Instrument;
 
 pub use cache::{Cache, IndexValue};
 pub use dispatch::Subscription;
+pub use reads::Filter;
+pub(crate) use reads::{Read, ReadHook};
 pub use staleness::CacheLag;
 pub use stats::InformerStats;
 

@@ -69,11 +69,17 @@ pub(super) trait QueueView: Send + Sync {
     fn stats(&self) -> QueueStats;
     /// The in-flight keys held longer than `over` (all of them for `None`).
     fn held_longer_than(&self, over: Option<Duration>, limit: usize) -> Held;
+    /// The ready keys of the groups named for metrics, by label.
+    fn metered_groups(&self) -> Vec<(String, usize)>;
 }
 
 impl<K: QueueKey, T: Payload> QueueView for WorkQueue<K, T> {
     fn stats(&self) -> QueueStats {
         WorkQueue::stats(self)
+    }
+
+    fn metered_groups(&self) -> Vec<(String, usize)> {
+        WorkQueue::metered_groups(self)
     }
 
     fn held_longer_than(&self, over: Option<Duration>, limit: usize) -> Held {

@@ -44,7 +44,7 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 
 use super::lanes::{Lanes, Place, Ready};
-use super::levels::ReadyEntry;
+use super::levels::{GroupFn, ReadyEntry};
 use super::payload::Payload;
 use super::shrink;
 use super::slot::{Dirty, IN_FLIGHT, Queued, Slot};
@@ -166,7 +166,7 @@ impl<K: QueueKey, T: Payload> Core<K, T> {
     pub(crate) fn new(max_wait: Duration) -> Self {
         Self {
             slots: HashMap::default(),
-            lanes: Lanes::new(),
+            lanes: Lanes::new(None),
             max_wait,
             debounce: None,
             aged_turn: false,
@@ -182,6 +182,18 @@ impl<K: QueueKey, T: Payload> Core<K, T> {
     pub(crate) fn with_debounce(mut self, debounce: Debounce) -> Self {
         self.debounce = Some(debounce);
         self
+    }
+
+    /// Serves each level fairly across the groups `group` puts keys in
+    /// (see `groups.rs`); set before any key is added.
+    pub(crate) fn with_groups(mut self, group: GroupFn<K>) -> Self {
+        self.lanes = Lanes::new(Some(group));
+        self
+    }
+
+    /// Ready keys in `group` (a hash from the group function; 0 without one).
+    pub(crate) fn ready_in_group(&self, group: u64) -> usize {
+        self.lanes.levels.ready_in_group(group)
     }
 
     pub(crate) fn next(&mut self, now: Stamp) -> Next<K, T> {
@@ -454,6 +466,7 @@ impl<K: QueueKey, T: Payload> Core<K, T> {
                 self.lanes.stale_ready -= 1;
                 continue;
             };
+            self.lanes.stale_ready -= self.lanes.levels.served(at);
             let queued = self.lanes.start(slot, now)?;
             if several_levels {
                 self.aged_turn = !self.aged_turn;

@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
 
 use super::Priority;
-use super::levels::{Levels, ReadyEntry};
+use super::levels::{GroupFn, Levels, ReadyEntry};
 use super::payload::Payload;
 use super::shrink;
 use super::slot::{IN_FLIGHT, Queued, Slot, Timer};
@@ -39,9 +39,9 @@ pub(super) struct Lanes<K> {
 }
 
 impl<K: Clone> Lanes<K> {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(group: Option<GroupFn<K>>) -> Self {
         Self {
-            levels: Levels::new(),
+            levels: Levels::new(group),
             timers: BinaryHeap::new(),
             next_seq: 0,
             ready: 0,
@@ -67,8 +67,10 @@ impl<K: Clone> Lanes<K> {
         place: Place,
     ) {
         let seq = self.seq();
-        if slot.take_queued().is_some() {
+        let group = self.levels.group_of(&key);
+        if let Some(old) = slot.take_queued() {
             self.stale_ready += 1;
+            self.stale_ready -= self.levels.mark_stale(old.priority, group);
         } else {
             self.ready += 1;
         }
@@ -85,8 +87,8 @@ impl<K: Clone> Lanes<K> {
         });
         let entry = ReadyEntry { seq, since, key };
         match place {
-            Place::Back => self.levels.push(priority, entry),
-            Place::Front => self.levels.push_front(priority, entry),
+            Place::Back => self.levels.push(priority, group, entry),
+            Place::Front => self.levels.push_front(priority, group, entry),
         }
     }
 

@@ -44,6 +44,7 @@ mod adds;
 mod batch;
 mod builder;
 mod core;
+mod groups;
 mod lanes;
 mod levels;
 #[cfg(all(test, tend_loom))]
@@ -76,6 +77,8 @@ pub(crate) use self::batch::Batch;
 pub(crate) use self::core::Debounce;
 pub(crate) use self::core::Handed;
 use self::core::{Added, Core, Scheduled};
+pub(crate) use self::groups::{group_fn, group_hash};
+pub(crate) use self::levels::GroupFn;
 use self::rate_limit::RateLimiter;
 pub(crate) use self::slot::slot_size;
 use self::stamp::{Epoch, Stamp};
@@ -221,6 +224,8 @@ struct Shared<K, T> {
     signals: Signals<Notify>,
     limiter: Box<dyn RateLimiter<K>>,
     observer: Arc<dyn QueueObserver>,
+    /// The groups whose ready keys are exported, by label and hash.
+    metered: Vec<(String, u64)>,
     /// Where the core's compact timestamps count from.
     epoch: Epoch,
 }
@@ -569,44 +574,6 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Sizes of the queue, and the age of its in-flight work.
-    #[must_use]
-    pub fn stats(&self) -> QueueStats {
-        let now = self.now();
-        let core = lock(&self.shared.core);
-        let ages = core
-            .in_flight()
-            .map(|(_, t)| now.saturating_duration_since(t));
-        let (unfinished_work, longest_running) = ages
-            .fold((Duration::ZERO, None), |(sum, max), age| {
-                (sum + age, Some(max.map_or(age, |m: Duration| m.max(age))))
-            });
-        QueueStats {
-            ready: core.ready_len(),
-            scheduled: core.scheduled_len(),
-            in_flight: core.in_flight_len(),
-            dropped: core.dropped(),
-            unfinished_work,
-            longest_running,
-        }
-    }
-
-    /// Every key held by a worker with its age, oldest first: the "which key
-    /// is stuck" view.
-    #[must_use]
-    pub fn in_flight(&self) -> Vec<InFlightKey<K>> {
-        let now = self.now();
-        let mut keys: Vec<_> = lock(&self.shared.core)
-            .in_flight()
-            .map(|(key, started)| InFlightKey {
-                key: key.clone(),
-                age: now.saturating_duration_since(started),
-            })
-            .collect();
-        keys.sort_by_key(|k| std::cmp::Reverse(k.age));
-        keys
     }
 
     /// Calls the observer. A panicking observer is logged and otherwise

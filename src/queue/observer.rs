@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use super::{Payload, QueueKey, WorkQueue, groups};
+use crate::sync::lock;
+
 /// Receives the queue's measurements, so that a metrics system can export
 /// them (the manager maps them to client-go's `workqueue_*` metrics).
 ///
@@ -144,4 +147,63 @@ pub struct InFlightKey<K> {
     pub key: K,
     /// How long ago a worker took it.
     pub age: Duration,
+}
+
+impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
+    /// Sizes of the queue, and the age of its in-flight work.
+    #[must_use]
+    pub fn stats(&self) -> QueueStats {
+        let now = self.now();
+        let core = lock(&self.shared.core);
+        let ages = core
+            .in_flight()
+            .map(|(_, t)| now.saturating_duration_since(t));
+        let (unfinished_work, longest_running) = ages
+            .fold((Duration::ZERO, None), |(sum, max), age| {
+                (sum + age, Some(max.map_or(age, |m: Duration| m.max(age))))
+            });
+        QueueStats {
+            ready: core.ready_len(),
+            scheduled: core.scheduled_len(),
+            in_flight: core.in_flight_len(),
+            dropped: core.dropped(),
+            unfinished_work,
+            longest_running,
+        }
+    }
+
+    /// Every key held by a worker with its age, oldest first: the "which key
+    /// is stuck" view.
+    #[must_use]
+    pub fn in_flight(&self) -> Vec<InFlightKey<K>> {
+        let now = self.now();
+        let mut keys: Vec<_> = lock(&self.shared.core)
+            .in_flight()
+            .map(|(key, started)| InFlightKey {
+                key: key.clone(),
+                age: now.saturating_duration_since(started),
+            })
+            .collect();
+        keys.sort_by_key(|k| std::cmp::Reverse(k.age));
+        keys
+    }
+
+    /// The ready keys in `group`, as the builder's
+    /// [`group_by`](super::WorkQueueBuilder::group_by) function names it (0 for
+    /// every group without one).
+    #[must_use]
+    pub fn ready_in_group<G: std::hash::Hash + ?Sized>(&self, group: &G) -> usize {
+        lock(&self.shared.core).ready_in_group(groups::group_hash(group))
+    }
+
+    /// The ready keys of each group named for metrics
+    /// (`ControllerBuilder::group_metrics`), by label, in one snapshot.
+    pub(crate) fn metered_groups(&self) -> Vec<(String, usize)> {
+        if self.shared.metered.is_empty() {
+            return Vec::new();
+        }
+        let core = lock(&self.shared.core);
+        let depth = |(label, hash): &(String, u64)| (label.clone(), core.ready_in_group(*hash));
+        self.shared.metered.iter().map(depth).collect()
+    }
 }

@@ -137,3 +137,28 @@ async fn duration_max_for_every_knob_means_never_and_shutdown_still_waits_for_re
     );
     assert_eq!(probe.runs_of("a").len(), 1, "no resync, no timeout retry");
 }
+
+#[test]
+fn group_metrics_are_bounded_and_need_groups() {
+    let tenant = |key: &String| key.clone();
+    let many = (0..=tend::controller::MAX_GROUP_METRICS).map(|n| n.to_string());
+    assert_eq!(
+        refusal("x", |b| b.group_by(tenant).group_metrics(many)),
+        "controller `x` is misconfigured: `group_metrics` is above its maximum of 100"
+    );
+    assert_eq!(
+        refusal("x", |b| b.group_metrics(["a"])),
+        "controller `x` is misconfigured: `group_metrics` needs `group_by` set too"
+    );
+    let informer = Informer::builder(MemoryStore::<Set>::new("sets"))
+        .build()
+        .expect("valid");
+    // The most there may be, some named twice: one series each.
+    let most = (0..tend::controller::MAX_GROUP_METRICS).map(|n| n.to_string());
+    Controller::builder("x", &informer, Arc::new(Probe::default()))
+        .group_by(tenant)
+        .group_metrics(most)
+        .group_metrics(["0", "1"])
+        .build()
+        .expect("100 groups are allowed");
+}

@@ -22,6 +22,7 @@ use widgets::{Widget, eventually, widgets, within};
 
 mod bad_requests;
 mod debug;
+mod groups;
 mod page;
 mod probes;
 mod scripted;

@@ -13,6 +13,7 @@ use tend::{Payload, Priority, QueueKey, QueueObserver, When, WorkQueue};
 use tokio::time::{Instant, advance, timeout};
 
 mod dedup;
+mod groups;
 mod observer;
 mod payloads;
 mod priority;

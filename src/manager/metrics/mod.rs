@@ -58,6 +58,14 @@ pub(super) struct QueueLabels {
     pub(super) controller: String,
 }
 
+/// A queue's labels and one of its key groups.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct QueueGroupLabels {
+    pub(super) name: String,
+    pub(super) controller: String,
+    pub(super) group: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct NameLabels {
     pub(super) name: String,

@@ -12,7 +12,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::{NameLabels, QueueLabels};
+use super::{NameLabels, QueueGroupLabels, QueueLabels};
 use crate::manager::erased::{QueueView, SharedInformer};
 
 type QueueEntry = (QueueLabels, Arc<dyn QueueView>);
@@ -71,6 +71,7 @@ impl Collector for Pulled {
                 .iter()
                 .map(|(l, s)| (l, s.longest_running.unwrap_or_default().as_secs_f64())),
         )?;
+        encode_groups(&mut encoder, &self.queues.lock())?;
         let informers: Vec<_> = self
             .informers
             .lock()
@@ -92,6 +93,36 @@ fn encode_gauges<'a, L: EncodeLabelSet + 'a, V: EncodeGaugeValue + std::fmt::Deb
         ConstGauge::new(value).encode(family.encode_family(labels)?)?;
     }
     Ok(())
+}
+
+/// The queue depth of each group named for metrics:
+/// `tend_workqueue_group_depth{name, controller, group}`.
+fn encode_groups(
+    encoder: &mut DescriptorEncoder,
+    queues: &[QueueEntry],
+) -> Result<(), std::fmt::Error> {
+    let series: Vec<_> = queues
+        .iter()
+        .flat_map(|(labels, queue)| {
+            queue.metered_groups().into_iter().map(|(group, depth)| {
+                let labels = QueueGroupLabels {
+                    name: labels.name.clone(),
+                    controller: labels.controller.clone(),
+                    group,
+                };
+                (labels, i64::try_from(depth).unwrap_or(i64::MAX))
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return Ok(());
+    }
+    encode_gauges(
+        encoder,
+        "tend_workqueue_group_depth",
+        "Keys ready in the work queue, of one key group named for metrics",
+        series.iter().map(|(labels, depth)| (labels, *depth)),
+    )
 }
 
 /// The informer counters: `tend_informer_*{name}`.

@@ -1,10 +1,12 @@
 //! The core beside its model, driven through one random sequence of ops
 //! (the property test).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 
+use super::bound::Waits;
 use super::model::{Model, Op, op};
 use super::{Bits, NONE, take_with_payload};
 use crate::queue::Priority;
@@ -19,22 +21,27 @@ struct Checked {
     now: u64,
     /// Keys handed out, with what a restore needs.
     held: Vec<Handed<u8, Bits>>,
+    waits: Waits,
 }
 
 impl Checked {
-    fn new(max_wait: u64, debounce: Option<(u64, u64)>) -> Self {
+    fn new(max_wait: u64, debounce: Option<(u64, u64)>, group: Option<fn(u8) -> u8>) -> Self {
         let mut core = Core::new(Duration::from_millis(max_wait));
+        if let Some(group) = group {
+            core = core.with_groups(Arc::new(move |key: &u8| u64::from(group(*key))));
+        }
         if let Some((window, max)) = debounce {
             let (window, max) = (Duration::from_millis(window), Duration::from_millis(max));
             core = core.with_debounce(crate::queue::core::Debounce { window, max });
         }
-        let model = Model::new(max_wait, debounce);
+        let model = Model::new(max_wait, debounce, group);
         Self {
             t0: Stamp::default(),
             core,
             model,
             now: 0,
             held: Vec::new(),
+            waits: Waits::default(),
         }
     }
 
@@ -43,9 +50,10 @@ impl Checked {
     }
 
     /// Applies `op` to both, checking what the core answers, then the
-    /// sizes (invariant 1: each key at most once).
+    /// sizes (invariant 1: each key at most once) and the fairness bound.
     fn step(&mut self, op: Op) -> Result<(), TestCaseError> {
         let now = self.now;
+        let mut served = None;
         match op {
             Op::Add(key, p, payload) => {
                 let at = self.ms(now);
@@ -75,7 +83,7 @@ impl Checked {
                     !self.model.shut_down && self.model.merge_pending(key, payload)
                 );
             }
-            Op::Get => self.get()?,
+            Op::Get => served = self.get()?,
             Op::Restore(i) => self.restore(i)?,
             Op::Done(i) if !self.held.is_empty() => {
                 let key = self.held.remove(i % self.held.len()).key;
@@ -88,6 +96,7 @@ impl Checked {
                 self.core.shut_down();
                 self.model.shut_down = true;
                 self.model.ready.clear();
+                self.model.turns.clear();
                 self.model.timers.clear();
                 self.model.dirty.clear();
             }
@@ -95,10 +104,12 @@ impl Checked {
         prop_assert_eq!(self.core.ready_len(), self.model.ready.len());
         prop_assert_eq!(self.core.scheduled_len(), self.model.timers.len());
         prop_assert_eq!(self.core.in_flight_len(), self.held.len());
-        Ok(())
+        let reset = matches!(op, Op::Restore(_));
+        self.waits.check(&self.model, served, reset)
     }
 
-    fn get(&mut self) -> Result<(), TestCaseError> {
+    /// Takes a key from both; returns it with its level.
+    fn get(&mut self) -> Result<Option<(u8, Priority)>, TestCaseError> {
         let got = match self.core.next(self.ms(self.now)) {
             Next::Key { handed, waited, .. } => Some((handed, waited)),
             Next::Empty { .. } | Next::ShutDown => None,
@@ -116,9 +127,11 @@ impl Checked {
                 "{} handed out twice",
                 taken.key
             );
+            let served = (taken.key, taken.priority);
             self.held.push(taken);
+            return Ok(Some(served));
         }
-        Ok(())
+        Ok(None)
     }
 
     fn restore(&mut self, i: usize) -> Result<(), TestCaseError> {
@@ -181,13 +194,17 @@ proptest! {
     /// same payload and waits, same sizes, and the five invariants checked
     /// after every step; with or without a debounce (window and bound
     /// within reach of the steps).
+    /// With key groups (a key's remainder by 3), the groups at each level
+    /// take turns, and no key waits past its fairness bound (`bound.rs`).
     #[test]
     fn core_behaves_like_the_model(
         max_wait in 0..80u64,
         debounce in proptest::option::of((1..20u64).prop_flat_map(|w| (Just(w), w..80))),
+        grouped in any::<bool>(),
         ops in proptest::collection::vec(op(), 1..120),
     ) {
-        let mut checked = Checked::new(max_wait, debounce);
+        let group: Option<fn(u8) -> u8> = grouped.then_some(|key| key % 3);
+        let mut checked = Checked::new(max_wait, debounce, group);
         for op in ops {
             checked.step(op)?;
         }

@@ -1,5 +1,6 @@
 //! Unit and property tests of the synchronous core, with explicit time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Payload;
@@ -96,6 +97,24 @@ fn memory_is_given_back_after_a_burst_drains() {
 }
 
 #[test]
+fn memory_is_given_back_after_a_burst_drains_with_groups() {
+    let t0 = Stamp::default();
+    // Each key its own group (the most groups there can be), then a few.
+    let groups: [fn(&u32) -> u64; 2] = [|key| u64::from(*key), |key| u64::from(key % 7)];
+    for group in groups {
+        let mut core = Core::new(HOUR).with_groups(Arc::new(group));
+        burst(&mut core, 100_000, false, t0);
+        let (_, ready, _) = core.capacities();
+        // The entries, the slab, its index and the ring: each keeps at most
+        // its floor (1024) when empty.
+        assert!(
+            ready <= 4096,
+            "ready capacity after draining 100k keys: {ready}"
+        );
+    }
+}
+
+#[test]
 fn a_steady_load_keeps_its_capacity() {
     let t0 = Stamp::default();
     let mut core = Core::new(HOUR);
@@ -116,19 +135,44 @@ fn a_steady_load_keeps_its_capacity() {
 
 #[test]
 fn re_prioritised_keys_are_compacted() {
-    let mut core = Core::new(HOUR);
-    let t0 = Stamp::default();
-    for key in 0..200u8 {
-        core.add(key, Priority::LOW, (), || t0);
-        core.add(key, Priority::HIGH, (), || t0);
+    let by_five = |key: &u8| u64::from(key % 5);
+    for groups in [None, Some(by_five)] {
+        let mut core = Core::new(HOUR);
+        if let Some(group) = groups {
+            core = core.with_groups(Arc::new(group));
+        }
+        let t0 = Stamp::default();
+        for key in 0..200u8 {
+            core.add(key, Priority::LOW, (), || t0);
+            core.add(key, Priority::HIGH, (), || t0);
+        }
+        // Stale entries never outnumber live ones by more than the floor.
+        assert!(
+            core.ready_entries() <= 2 * 200 + 64 + 1,
+            "{}",
+            core.ready_entries()
+        );
+        assert_eq!(core.ready_len(), 200);
+        // Every key still comes out in order (with groups, the groups in turn).
+        let firsts: Vec<u8> = (0..5).filter_map(|_| take(&mut core, t0)).collect();
+        assert_eq!(firsts, [0, 1, 2, 3, 4]);
     }
-    // Stale entries never outnumber live ones by more than the floor.
-    assert!(
-        core.ready_entries() <= 2 * 200 + 64 + 1,
-        "{}",
-        core.ready_entries()
-    );
-    assert_eq!(core.ready_len(), 200);
+}
+
+#[test]
+fn a_key_handed_back_gets_its_groups_turn_back() {
+    let mut core = Core::new(HOUR).with_groups(Arc::new(|key: &u8| u64::from(key % 2)));
+    let t0 = Stamp::default();
+    for key in [0, 2, 1, 3] {
+        core.add(key, Priority::NORMAL, NONE, || t0);
+    }
+    let (handed, _) = take_next(&mut core, t0);
+    assert_eq!(handed.key, 0);
+    assert_eq!(core.restore(handed), Restored::Ready);
+    let order: Vec<u8> = (0..4)
+        .filter_map(|_| take_with_payload(&mut core, t0).map(|(key, _)| key))
+        .collect();
+    assert_eq!(order, [0, 1, 2, 3]);
 }
 
 #[test]
@@ -337,6 +381,8 @@ fn adding_to_a_shut_down_core_is_rejected() {
 }
 
 /// One step of a random workload.
+mod bound;
 mod checked;
 mod model;
 mod runs;
+mod turns;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
+use super::turns::Turns;
 use super::{Bits, NONE};
 use crate::queue::Priority;
 
@@ -45,10 +46,10 @@ fn bit() -> impl Strategy<Value = Bits> {
 /// A ready key in the model.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Ready {
-    key: u8,
-    priority: Priority,
-    /// Its place in its level (lower first).
-    order: i64,
+    pub(super) key: u8,
+    pub(super) priority: Priority,
+    /// Its place in its group at its level (lower first).
+    pub(super) order: i64,
     /// Since when it is ready, in ms.
     since: u64,
     payload: Bits,
@@ -106,13 +107,19 @@ pub(super) struct Model {
     pub(super) aged_turn: bool,
     /// The debounce window and bound, in ms.
     pub(super) debounce: Option<(u64, u64)>,
+    pub(super) turns: Turns,
 }
 
 impl Model {
-    pub(super) fn new(max_wait: u64, debounce: Option<(u64, u64)>) -> Self {
+    pub(super) fn new(
+        max_wait: u64,
+        debounce: Option<(u64, u64)>,
+        group: Option<fn(u8) -> u8>,
+    ) -> Self {
         Self {
             max_wait,
             debounce,
+            turns: Turns::new(group),
             ..Self::default()
         }
     }
@@ -140,6 +147,7 @@ impl Model {
         }
         self.front -= 1;
         let order = self.front;
+        self.turns.restored(key, priority);
         self.ready.push(Ready {
             key,
             priority,
@@ -193,12 +201,15 @@ impl Model {
         // priority; a plain timer's payload goes with it.
         let timer = self.timers.remove(&key);
         let order = self.stamp();
-        if let Some(entry) = self.ready.iter_mut().find(|e| e.key == key) {
-            entry.payload |= payload;
+        if let Some(at) = self.ready.iter().position(|e| e.key == key) {
+            self.ready[at].payload |= payload;
             // A raised priority moves the key to the back of its new level,
             // keeping its age.
-            if priority > entry.priority {
-                (entry.priority, entry.order) = (priority, order);
+            let old = self.ready[at].priority;
+            if priority > old {
+                self.turns.left(&self.ready, key, old, false);
+                (self.ready[at].priority, self.ready[at].order) = (priority, order);
+                self.turns.arrived(&self.ready, key, priority);
             }
             return;
         }
@@ -206,6 +217,7 @@ impl Model {
             Some(timer) => (priority.max(timer.priority), payload | timer.kept()),
             None => (priority, payload),
         };
+        self.turns.arrived(&self.ready, key, priority);
         self.ready.push(Ready {
             key,
             priority,
@@ -332,22 +344,11 @@ impl Model {
         }
     }
 
-    /// The key to serve: the front (lowest order) of the highest level;
-    /// but every other time several levels have keys, the longest waiting
-    /// of the lower levels' fronts if it has waited `max_wait`.
+    /// The key to serve: the next (see `Turns::fronts`) of the highest
+    /// level; but every other time several levels have keys, the longest
+    /// waiting of the lower levels' next keys if it has waited `max_wait`.
     pub(super) fn choose(&self, now: u64) -> Option<(usize, bool)> {
-        let mut fronts: Vec<(usize, &Ready)> = Vec::new();
-        for (i, entry) in self.ready.iter().enumerate() {
-            match fronts
-                .iter_mut()
-                .find(|(_, f)| f.priority == entry.priority)
-            {
-                Some(front) if entry.order < front.1.order => *front = (i, entry),
-                Some(_) => {}
-                None => fronts.push((i, entry)),
-            }
-        }
-        fronts.sort_by_key(|(_, f)| std::cmp::Reverse(f.priority));
+        let fronts = self.turns.fronts(&self.ready);
         let (highest, _) = *fronts.first()?;
         let several = fronts.len() > 1;
         let aged = fronts
@@ -368,6 +369,8 @@ impl Model {
         if several {
             self.aged_turn = !self.aged_turn;
         }
+        let (key, priority) = (self.ready[at].key, self.ready[at].priority);
+        self.turns.left(&self.ready, key, priority, true);
         let entry = self.ready.remove(at);
         self.in_flight.insert(entry.key, entry.since);
         let waited = Duration::from_millis(now - entry.since);
@@ -398,6 +401,7 @@ impl Model {
                 return;
             }
         }
+        self.turns.arrived(&self.ready, key, dirty.priority);
         self.ready.push(Ready {
             key,
             priority: dirty.priority,
