@@ -187,8 +187,10 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     /// Tracks what reconciles read of `watch`'s objects through
     /// [`Context::cache`](super::Context::cache), and reconciles a key again
     /// when something its last reconcile read changes, with
-    /// [`Trigger::Read`]: no mapper, no index of the primary, no `watches`
-    /// for that relation. What counts as changed, per read:
+    /// [`Trigger::Read`] and the dependency named in
+    /// [`Context::read_causes`](super::Context::read_causes): no mapper, no
+    /// index of the primary, no `watches` for that relation. What counts as
+    /// changed, per read:
     ///
     /// - `get(key)`: the object under that key changes, is created (a read
     ///   that found nothing counts too) or is deleted;

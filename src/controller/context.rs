@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Triggers;
-use super::reads::{Recording, hooked};
+use super::reads::{ReadCause, Recording, hooked};
 use super::scope::{Record, Scope};
 use crate::client::FencingToken;
 use crate::client::{Client, WriteHook};
@@ -83,6 +83,8 @@ pub struct Context<O: Object> {
     pub(super) read_your_writes: bool,
     /// Where its reads of tracked sources go (`reads`), if any.
     pub(super) recording: Option<Arc<Recording<O::Key>>>,
+    /// What woke it through tracked reads.
+    pub(super) read_causes: Vec<ReadCause>,
 }
 
 impl<O: Object> Context<O> {
@@ -123,6 +125,15 @@ impl<O: Object> Context<O> {
     /// Why this reconcile ran.
     pub fn triggers(&self) -> Triggers {
         self.triggers
+    }
+
+    /// When [`triggers`](Self::triggers) has
+    /// [`Trigger::Read`](super::Trigger::Read): the dependencies whose
+    /// change woke it, the latest per tracked source
+    /// ([`ControllerBuilder::reads`](super::ControllerBuilder::reads));
+    /// empty otherwise.
+    pub fn read_causes(&self) -> &[ReadCause] {
+        &self.read_causes
     }
 
     /// A token cancelled when this reconcile must stop, so that work it

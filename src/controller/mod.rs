@@ -71,6 +71,7 @@ pub use self::key_groups::MAX_GROUP_METRICS;
 pub use self::observer::{ControllerObserver, Outcome};
 pub use self::ownership::Ownership;
 pub use self::predicate::Predicate;
+pub use self::reads::ReadCause;
 pub use self::reconciler::{Action, ErrorPolicy, Reconciler};
 pub use self::trigger::{Trigger, Triggers};
 pub use self::watch::Watch;

@@ -272,16 +272,15 @@ where
     } = deletions;
     let predicate = watch.predicate.clone();
     let on_event = move |key: Cow<'_, O::Key>, event: &Event<O>, keys: &mut Keys<O::Key>| {
+        // Whatever the predicate says: a deleted key's reads wake nothing.
+        if let (Event::Deleted(_), Some(reads)) = (event, &reads) {
+            reads.forget(&key);
+        }
         if predicate.as_ref().is_some_and(|p| !p.matches(event)) {
             return;
         }
-        if let Event::Deleted(last) = event {
-            if let Some(departed) = &departed {
-                departed.deleted(O::Key::clone(&key), last);
-            }
-            if let Some(reads) = &reads {
-                reads.forget(&key);
-            }
+        if let (Event::Deleted(last), Some(departed)) = (event, &departed) {
+            departed.deleted(O::Key::clone(&key), last);
         }
         // Another replica's key leaves no last state here.
         if !keys.wants(&key) {

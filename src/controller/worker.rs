@@ -405,6 +405,10 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             fencing_token: claim.map(|claim| claim.token),
             read_your_writes: self.gate.is_some(),
             recording: self.reads.as_ref().map(|reads| reads.start(key)),
+            read_causes: match &self.reads {
+                Some(reads) if triggers.contains(Trigger::Read) => reads.causes(key),
+                _ => Vec::new(),
+            },
         }
     }
 

@@ -15,7 +15,10 @@ use crate::object::Object;
 /// records the filter itself with the reconcile's reads: an object that
 /// starts or stops passing it, or changes while it passes, wakes the
 /// reader. The filter is compared by identity (clones are the same
-/// filter); its name is for logs.
+/// filter), so make it once and clone it into each reconcile: a filter made
+/// anew in every reconcile is a new dependency each time, and every change
+/// of the source is tested against each one. Its name is for logs. It runs
+/// under the informer's and the record's locks: it must not read a cache.
 ///
 /// # Examples
 ///

@@ -125,14 +125,20 @@ impl<K: QueueKey, T: Payload> WorkQueueBuilder<K, T> {
     /// key that becomes ready in a group with none at its level is handed
     /// out within G of its level's hand-outs, G counted as it becomes
     /// ready; with `i` keys ahead in its group, within `(i + 1) × G`, G the
-    /// most groups ready there meanwhile. A key handed back unstarted gets
-    /// its turn back, first (the bound counts from there).
+    /// most groups ready there meanwhile. A key handed back unstarted goes
+    /// first again, with a turn for its group: one hand-out more for the
+    /// keys of other groups waiting at its level, one key ahead more for
+    /// those of its own.
     ///
     /// Priorities combine as without groups: a higher level goes first, and
     /// [`max_wait`](Self::max_wait) ages a lower level by the key it would
     /// serve next. Deduplication, per-key exclusivity and the payloads are
     /// unchanged. The function runs under the queue's lock on every key made
-    /// ready: keep it cheap (a field, a prefix). Groups are known by a
+    /// ready: keep it cheap (a field, a prefix), and never call the queue
+    /// from it (the lock is not reentrant). It should give a key the same
+    /// group each time; one that answers differently later (a tenant table
+    /// reloaded) loses nothing: a queued key stays in the group it was
+    /// queued under until it is handed out or moves. Groups are known by a
     /// 64-bit hash of the value; two that collide share their turns. A key
     /// for which it panics is served in the group of `()`. Without it (the
     /// default) a level is one FIFO and nothing costs more.

@@ -70,7 +70,7 @@ impl<K: Clone> Lanes<K> {
         let group = self.levels.group_of(&key);
         if let Some(old) = slot.take_queued() {
             self.stale_ready += 1;
-            self.stale_ready -= self.levels.mark_stale(old.priority, group);
+            self.stale_ready -= self.levels.mark_stale(old.priority, old.group);
         } else {
             self.ready += 1;
         }
@@ -84,6 +84,7 @@ impl<K: Clone> Lanes<K> {
             priority,
             since,
             payload,
+            group,
         });
         let entry = ReadyEntry { seq, since, key };
         match place {

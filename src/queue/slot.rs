@@ -12,7 +12,8 @@ use super::stamp::Stamp;
 /// `priority` and `payload`; in flight goes with none, a timer, or dirty.
 /// `DEBOUNCED` qualifies a timer or dirty state set by debounced adds only;
 /// a debounced timer is never in flight (an add in flight marks dirty), so
-/// it keeps its limit in `started`.
+/// it keeps its limit in `started`; a ready key (never in flight) keeps its
+/// group there.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Slot<T> {
     /// Ready: since when; scheduled: the deadline; dirty: the first add.
@@ -20,7 +21,7 @@ pub(super) struct Slot<T> {
     /// The live ready or timer entry's sequence number.
     pub(super) seq: u64,
     /// In flight: since when; a debounced timer: the latest its deadline
-    /// may be pushed back to.
+    /// may be pushed back to; ready: the group its entry is filed under.
     pub(super) started: Stamp,
     pub(super) state: u8,
     pub(super) priority: Priority,
@@ -55,11 +56,15 @@ impl<T: Payload> Slot<T> {
             priority: self.priority,
             since: self.at,
             payload: self.payload,
+            group: self.started.0,
         })
     }
 
     pub(super) fn set_queued(&mut self, q: Queued<T>) {
+        debug_assert!(!self.has(IN_FLIGHT), "a ready key is never in flight");
         self.set(READY, q.since, q.seq, q.priority, q.payload);
+        // `started` is unused while ready: it keeps the group.
+        self.started = Stamp(q.group);
     }
 
     pub(super) fn take_queued(&mut self) -> Option<Queued<T>> {
@@ -155,6 +160,9 @@ pub(super) struct Queued<T> {
     pub(super) priority: Priority,
     pub(super) since: Stamp,
     pub(super) payload: T,
+    /// The group the key's entry was filed under (0 without groups): a
+    /// group function that answers differently later still finds it.
+    pub(super) group: u64,
 }
 
 #[derive(Clone, Copy)]

@@ -65,6 +65,34 @@ async fn a_key_whose_group_function_panics_is_still_served() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_group_function_that_changes_its_answers_loses_no_key() {
+    // Its answers change, as a tenant table reloaded between adds would.
+    let epoch = Arc::new(AtomicU64::new(0));
+    let queue: WorkQueue<u64> = WorkQueue::builder()
+        .group_by({
+            let epoch = Arc::clone(&epoch);
+            move |key: &u64| (key + epoch.load(Ordering::Relaxed)) % 3
+        })
+        .build();
+    for key in 0..30 {
+        queue.add_prioritized(key, Priority::LOW);
+    }
+    epoch.store(1, Ordering::Relaxed); // each key now names its neighbour's group
+    for key in (0..30).step_by(3) {
+        queue.add_prioritized(key, Priority::HIGH); // moves: its old entry goes stale
+    }
+    let mut served = Vec::new();
+    for _ in 0..30 {
+        let key = next(&queue).await;
+        queue.done(&key).expect("in flight");
+        served.push(key);
+    }
+    served.sort_unstable();
+    assert_eq!(served, (0..30).collect::<Vec<_>>());
+    assert!(queue.is_empty(), "nothing left queued: {}", queue.len());
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_a_group_function_no_group_counts() {
     let queue = WorkQueue::new();
     queue.add("a/1");

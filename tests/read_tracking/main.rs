@@ -53,6 +53,8 @@ struct Plan {
 struct Planned {
     plans: Mutex<HashMap<String, Plan>>,
     runs: Mutex<Vec<(String, Triggers)>>,
+    /// Each run's `read_causes`, as they display.
+    causes: Mutex<Vec<Vec<String>>>,
     ready: Filter<Pod>,
 }
 
@@ -65,6 +67,8 @@ impl Reconciler<Reader> for Arc<Planned> {
             .lock()
             .unwrap()
             .push((ctx.key().clone(), ctx.triggers()));
+        let causes = ctx.read_causes().iter().map(ToString::to_string);
+        self.causes.lock().unwrap().push(causes.collect());
         let (Some(plan), Some(pods)) = (plan, ctx.cache::<Pod>()) else {
             return Ok(Action::Done);
         };
@@ -105,6 +109,7 @@ impl World {
                     .collect(),
             ),
             runs: Mutex::default(),
+            causes: Mutex::default(),
             ready: Filter::new("ready", |pod: &Pod| pod.ready),
         });
         for (name, _) in plans {
@@ -144,7 +149,13 @@ impl World {
 
     /// The runs since the last call, as (key, triggers).
     fn runs(&self) -> Vec<(String, Triggers)> {
+        self.causes();
         std::mem::take(&mut *self.planned.runs.lock().unwrap())
+    }
+
+    /// The read causes of each run since the last call (or `runs`).
+    fn causes(&self) -> Vec<Vec<String>> {
+        std::mem::take(&mut *self.planned.causes.lock().unwrap())
     }
 
     fn plan(&self, reader: &str, plan: Plan) {
@@ -200,6 +211,46 @@ async fn a_pod_read_by_key_wakes_its_reader_from_its_creation_on_and_no_one_else
     world.pods.client().delete(&"p1".to_owned()).await.unwrap();
     world.settle().await;
     assert_eq!(world.runs(), [read("a")], "its deletion too");
+    world.harness.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_woken_by_a_read_is_told_which_dependency_changed() {
+    let plan = Plan {
+        keys: vec!["p1"],
+        apps: vec!["web"],
+        ready: true,
+        ..Plan::default()
+    };
+    let mut world = World::new(&[("a", plan)], false).await;
+    assert_eq!(
+        world.causes(),
+        [Vec::<String>::new()],
+        "a first run: no read woke it"
+    );
+    world.runs();
+    world.pods.put(Pod {
+        name: "p2".to_owned(),
+        app: "web".to_owned(),
+        ready: false,
+        version: Revision::ZERO,
+    });
+    world.settle().await;
+    assert_eq!(world.causes(), [[r#""p2" in pods (index app=web)"#]]);
+    world.pods.put(Pod {
+        name: "p1".to_owned(),
+        app: "db".to_owned(),
+        ready: true,
+        version: Revision::ZERO,
+    });
+    world.settle().await;
+    assert_eq!(world.causes(), [[r#""p1" in pods (its key)"#]]);
+    world.touch("a").await;
+    assert_eq!(
+        world.causes(),
+        [Vec::<String>::new()],
+        "woken by its own change"
+    );
     world.harness.shutdown().await.unwrap();
 }
 

@@ -27,6 +27,7 @@
 //! subscriber lock) to find the keys a change wakes; nothing is taken under
 //! it but the sharded ownership's slot lock, in the handler (`Keys::push`).
 
+mod cause;
 mod record;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+pub use self::cause::ReadCause;
 use self::record::{Dep, Record, Why};
 use super::context::Caches;
 use super::sink::{Enqueue, Keys};
@@ -81,9 +83,14 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Reading<P, K> {
             let background = is_background(event);
             let values = |index, object: &P| cache.index_values(index, object);
             record.lock().changed(&key, old, new, values, |reader, why| {
-                let read = Named(why, &cache);
-                tracing::debug!(%controller, key = ?reader, source = cache.source_name(), changed = ?key, %read, "queued: a change of what its last reconcile read");
+                if !keys.wants(reader) {
+                    return None; // another replica's key
+                }
+                let read = Named(why, &cache).to_string();
+                let source = cache.source_name();
+                tracing::debug!(%controller, key = ?reader, source, changed = ?key, %read, "queued: a change of what its last reconcile read");
                 keys.push(reader.clone(), Trigger::Read, background);
+                Some(ReadCause::new(source, format!("{:?}", &*key), read))
             });
         };
         let subscription = self
@@ -145,6 +152,8 @@ pub(crate) trait Remember<K>: Send + Sync {
     fn merge(&self, key: &K);
     /// `key` is gone, or not this replica's.
     fn forget(&self, key: &K);
+    /// What last woke `key`, taken (its reconcile begins).
+    fn cause(&self, key: &K) -> Option<ReadCause>;
 }
 
 impl<P: Object, K: crate::QueueKey> Remember<K> for Mutex<Record<P, K>> {
@@ -159,6 +168,10 @@ impl<P: Object, K: crate::QueueKey> Remember<K> for Mutex<Record<P, K>> {
     fn forget(&self, key: &K) {
         self.lock().forget(key);
     }
+
+    fn cause(&self, key: &K) -> Option<ReadCause> {
+        self.lock().cause(key)
+    }
 }
 
 /// Every tracked source of a controller (`None` without any: no cost).
@@ -169,6 +182,15 @@ impl<K: crate::QueueKey> Tracker<K> {
     pub(crate) fn of(secondaries: &[Arc<dyn Secondary<K>>]) -> Option<Self> {
         let sources: Vec<_> = secondaries.iter().filter_map(|s| s.tracked()).collect();
         (!sources.is_empty()).then(|| Self(sources.into()))
+    }
+
+    /// What woke `key` through each tracked source, taken as its reconcile
+    /// begins.
+    pub(crate) fn causes(&self, key: &K) -> Vec<ReadCause> {
+        self.0
+            .iter()
+            .filter_map(|source| source.cause(key))
+            .collect()
     }
 
     /// A recording of the reads of a reconcile of `key` about to start.
@@ -222,9 +244,15 @@ struct Hook<P: Object, K> {
 
 impl<P: Object, K: crate::QueueKey> ReadHook<P> for Hook<P, K> {
     fn read(&self, read: Read<'_, P>) {
+        if !self.recording.open.load(Ordering::Acquire) {
+            return;
+        }
+        let dep = Dep::of(read);
+        let mut record = self.record.lock();
+        // Again under the lock, which `settle`'s commit takes after closing:
+        // a read that loses that race is not recorded at all.
         if self.recording.open.load(Ordering::Acquire) {
-            let dep = Dep::of(read);
-            self.record.lock().note(&self.recording.key, dep);
+            record.note(&self.recording.key, dep);
         }
     }
 }

@@ -15,6 +15,7 @@ use std::hash::{Hash, Hasher};
 
 use foldhash::fast::RandomState;
 
+use super::ReadCause;
 use crate::informer::{Filter, IndexValue, Read};
 use crate::object::Object;
 
@@ -118,6 +119,8 @@ impl<P: Object> Default for Reads<P> {
 pub(super) struct Record<P: Object, K> {
     readers: Map<K, Reads<P>>,
     reverse: Reverse<P, K>,
+    /// What last woke each key, until its reconcile begins.
+    causes: Map<K, ReadCause>,
 }
 
 /// The reading keys of each dependency.
@@ -136,6 +139,7 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
         Self {
             readers: Map::default(),
             reverse: Reverse::empty(),
+            causes: Map::default(),
         }
     }
 
@@ -179,15 +183,37 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
 
     /// `key`'s reconcile was cancelled: its reads join the last ones (it
     /// runs again, and replaces them then).
+    /// Past [`MAX_READS`] together they become one read of every object,
+    /// so repeated cancellations keep the record bounded too.
     pub(super) fn merge(&mut self, key: &K) {
-        if let Some(reads) = self.readers.get_mut(key) {
-            let running = std::mem::take(&mut reads.running);
-            reads.last.extend(running);
+        let Some(reads) = self.readers.get_mut(key) else {
+            return;
+        };
+        let running = std::mem::take(&mut reads.running);
+        reads.last.extend(running);
+        if reads.last.len() > MAX_READS {
+            for dep in std::mem::take(&mut reads.last) {
+                self.reverse.remove(&dep, key);
+            }
+            reads.last.insert(Dep::All);
+            self.reverse.add(&Dep::All, key);
         }
+    }
+
+    /// What last woke `key`, taken.
+    pub(super) fn cause(&mut self, key: &K) -> Option<ReadCause> {
+        let cause = self.causes.remove(key);
+        if cause.is_some() {
+            shrink(&mut self.causes);
+        }
+        cause
     }
 
     /// `key` is gone: nothing it read wakes it any more.
     pub(super) fn forget(&mut self, key: &K) {
+        if self.causes.remove(key).is_some() {
+            shrink(&mut self.causes);
+        }
         let Some(reads) = self.readers.remove(key) else {
             return;
         };
@@ -200,16 +226,20 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
 
     /// Calls `wake` once for every key that read something the change of
     /// the object under `key` from `old` to `new` touches (`None`: absent),
-    /// with the first such read; `values` gives the values an index (by
-    /// position) files an object under.
+    /// with the first such read, and keeps the cause it returns (`None`:
+    /// not woken); `values` gives the values an index (by position) files
+    /// an object under.
     pub(super) fn changed(
-        &self,
+        &mut self,
         key: &P::Key,
         old: Option<&P>,
         new: Option<&P>,
         values: impl Fn(usize, &P) -> Vec<IndexValue>,
-        mut wake: impl FnMut(&K, Why<'_>),
+        mut wake: impl FnMut(&K, Why<'_>) -> Option<ReadCause>,
     ) {
+        if self.readers.is_empty() {
+            return; // nothing read: no index values to compute
+        }
         let reverse = &self.reverse;
         let indexes = reverse.objects.len().max(reverse.keys.len());
         let touched: Vec<Touched> = (0..indexes)
@@ -236,7 +266,9 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
             }
         }
         for (reader, why) in woken {
-            wake(reader, why);
+            if let Some(cause) = wake(reader, why) {
+                self.causes.insert(reader.clone(), cause);
+            }
         }
     }
 

@@ -221,8 +221,10 @@ impl World {
             .map(|(r, _)| *r)
             .collect();
         let mut woken = Vec::new();
-        self.record
-            .changed(&name(key), old, new, values, |r, _| woken.push(*r));
+        self.record.changed(&name(key), old, new, values, |r, _| {
+            woken.push(*r);
+            None
+        });
         let unique: BTreeSet<u8> = woken.iter().copied().collect();
         assert_eq!(unique.len(), woken.len(), "each key woken once: {woken:?}");
         assert_eq!(unique, expected, "change of p{key} from {old:?} to {new:?}");
@@ -278,6 +280,7 @@ fn past_the_most_reads_the_rest_count_as_a_read_of_every_object() {
     let mut woken = Vec::new();
     record.changed(&unread.name, None, Some(&unread), values, |r, why| {
         woken.push((*r, why == Why::All));
+        None
     });
     assert_eq!(woken, [(0, true)], "woken as a reader of every object");
 }

@@ -1,8 +1,9 @@
 //! The fairness bound, checked on the steps of the model test: a ready key
 //! with `i` keys ahead in its group, G groups ready at its level when it is
 //! seen and at most Ĝ while it waits, is handed out after at most
-//! `(G - 1) + i × Ĝ` hand-outs of others from its level. A hand-back (whose
-//! key goes first again) starts the count over.
+//! `(G - 1) + i × Ĝ` hand-outs of others from its level. A key handed back
+//! to its level meanwhile goes first again: one of another group adds one
+//! hand-out to the bound, one of its own group one key ahead (`i + 1`).
 
 use std::collections::HashMap;
 
@@ -19,22 +20,34 @@ struct Wait {
     groups: usize,
     most_groups: usize,
     others_served: usize,
+    /// Keys handed back to its level since it was seen, of other groups.
+    handed_back: usize,
 }
 
 #[derive(Default)]
 pub(super) struct Waits(HashMap<u8, Wait>);
 
 impl Waits {
-    /// After a step that handed out `served` (its key and level), or handed
-    /// a key back (`reset`).
+    /// After a step that handed out `served`, or handed `handed_back` back
+    /// (each a key and its level).
     pub(super) fn check(
         &mut self,
         model: &Model,
         served: Option<(u8, Priority)>,
-        reset: bool,
+        handed_back: Option<(u8, Priority)>,
     ) -> Result<(), TestCaseError> {
-        if reset || model.shut_down {
+        if model.shut_down {
             self.0.clear();
+        }
+        if let Some((back, level)) = handed_back {
+            let group = model.turns.group(back);
+            for (key, wait) in self.0.iter_mut().filter(|(_, w)| w.priority == level) {
+                if model.turns.group(*key) == group {
+                    wait.ahead += 1;
+                } else {
+                    wait.handed_back += 1;
+                }
+            }
         }
         if let Some((key, level)) = served {
             self.0.remove(&key);
@@ -58,9 +71,10 @@ impl Waits {
                 groups,
                 most_groups: groups,
                 others_served: 0,
+                handed_back: 0,
             });
             wait.most_groups = wait.most_groups.max(groups);
-            let bound = (wait.groups - 1) + wait.ahead * wait.most_groups;
+            let bound = (wait.groups - 1) + wait.ahead * wait.most_groups + wait.handed_back;
             prop_assert!(
                 wait.others_served <= bound,
                 "key {} waited {} hand-outs, over its bound {}",

@@ -53,7 +53,7 @@ impl Checked {
     /// sizes (invariant 1: each key at most once) and the fairness bound.
     fn step(&mut self, op: Op) -> Result<(), TestCaseError> {
         let now = self.now;
-        let mut served = None;
+        let (mut served, mut handed_back) = (None, None);
         match op {
             Op::Add(key, p, payload) => {
                 let at = self.ms(now);
@@ -84,7 +84,7 @@ impl Checked {
                 );
             }
             Op::Get => served = self.get()?,
-            Op::Restore(i) => self.restore(i)?,
+            Op::Restore(i) => handed_back = self.restore(i)?,
             Op::Done(i) if !self.held.is_empty() => {
                 let key = self.held.remove(i % self.held.len()).key;
                 prop_assert!(self.core.done(&key, self.ms(now)).is_ok());
@@ -104,8 +104,7 @@ impl Checked {
         prop_assert_eq!(self.core.ready_len(), self.model.ready.len());
         prop_assert_eq!(self.core.scheduled_len(), self.model.timers.len());
         prop_assert_eq!(self.core.in_flight_len(), self.held.len());
-        let reset = matches!(op, Op::Restore(_));
-        self.waits.check(&self.model, served, reset)
+        self.waits.check(&self.model, served, handed_back)
     }
 
     /// Takes a key from both; returns it with its level.
@@ -134,7 +133,9 @@ impl Checked {
         Ok(None)
     }
 
-    fn restore(&mut self, i: usize) -> Result<(), TestCaseError> {
+    /// Hands a held key back to both; returns it with the level it is
+    /// ready at.
+    fn restore(&mut self, i: usize) -> Result<Option<(u8, Priority)>, TestCaseError> {
         if self.held.is_empty() {
             let stray = Handed {
                 key: 0,
@@ -143,7 +144,7 @@ impl Checked {
                 since: self.ms(self.now),
             };
             prop_assert_eq!(self.core.restore(stray), Restored::NotInFlight);
-            return Ok(());
+            return Ok(None);
         }
         let handed = self.held.remove(i % self.held.len());
         let (key, priority, payload) = (handed.key, handed.priority, handed.payload);
@@ -155,7 +156,8 @@ impl Checked {
         };
         prop_assert_eq!(restored, expected);
         self.model.restore(key, priority, payload);
-        Ok(())
+        let ready = self.model.ready.iter().find(|e| e.key == key);
+        Ok(ready.map(|e| (key, e.priority)))
     }
 
     /// Invariant 3: nothing added is lost. Finishes all work, lets every
