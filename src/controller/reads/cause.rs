@@ -27,17 +27,20 @@ impl ReadCause {
     }
 
     /// The tracked source's name (its informer's source).
+    #[must_use]
     pub fn source(&self) -> &str {
         &self.source
     }
 
     /// The key of the object that changed, as its `Debug` shows it.
+    #[must_use]
     pub fn changed(&self) -> &str {
         &self.changed
     }
 
     /// The read it touched: `its key`, `index app=web`, `keys of index
     /// app=web`, `every object` or `filter ready`.
+    #[must_use]
     pub fn read(&self) -> &str {
         &self.read
     }
