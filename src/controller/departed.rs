@@ -32,6 +32,12 @@ struct Generations<O: Object> {
 }
 
 impl<O: Object> Departed<O> {
+    /// Deletions kept, over both generations.
+    pub(super) fn len(&self) -> usize {
+        let kept = self.kept.lock();
+        kept.current.len() + kept.previous.len()
+    }
+
     pub(super) fn new() -> Self {
         Self {
             any: AtomicBool::new(false),

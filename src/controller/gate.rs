@@ -41,6 +41,11 @@ struct Waiting<K> {
 }
 
 impl<K: QueueKey> Gate<K> {
+    /// Keys held for their writes.
+    pub(super) fn len(&self) -> usize {
+        self.held.lock().len()
+    }
+
     pub(super) fn new(bound: Duration) -> Self {
         Self {
             bound,

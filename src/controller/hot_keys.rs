@@ -212,6 +212,11 @@ impl<K: QueueKey> HotKeys<K> {
         }
     }
 
+    /// Keys with a write count kept (idle ones are pruned).
+    pub(crate) fn tracked(&self) -> usize {
+        self.inner.tracks.lock().by_key.len()
+    }
+
     /// Records a reconcile of `key`, woken by `triggers`, that wrote.
     pub(super) fn wrote(&self, key: &K, triggers: Triggers, now: Instant) -> Heat {
         let Some(policy) = self.inner.policy else {

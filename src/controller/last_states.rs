@@ -19,6 +19,11 @@ pub(super) struct LastStates<O: Object> {
 }
 
 impl<O: Object> LastStates<O> {
+    /// Deleted objects' states kept.
+    pub(super) fn len(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
     pub(super) fn new() -> Self {
         Self {
             count: AtomicUsize::new(0),

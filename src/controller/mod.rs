@@ -29,9 +29,11 @@ mod call;
 mod context;
 mod departed;
 mod environment;
+mod error;
 mod external;
 mod feed;
 mod finalizer;
+mod footprint;
 mod gate;
 mod hot_keys;
 mod journal;
@@ -63,7 +65,9 @@ use tokio_util::sync::CancellationToken;
 pub use self::builder::{ControllerBuilder, DEBOUNCE_WINDOWS};
 pub use self::context::Context;
 pub use self::environment::Environment;
+pub use self::error::{ControllerError, ControllerSetting};
 pub use self::finalizer::{Finalize, FinalizerError, finalizer};
+pub use self::footprint::{Footprint, TableSizes};
 pub(crate) use self::hot_keys::describe as describe_woken_by;
 pub use self::hot_keys::{HotKey, HotKeyPolicy, HotKeys};
 pub use self::journal::{Journal, JournalTotals, Reconciled};
@@ -80,6 +84,7 @@ use self::builder::{Config, Inputs};
 use self::context::Caches;
 use self::departed::Departed;
 use self::feed::Feed;
+use self::footprint::{Counted, Table};
 use self::gate::Gate;
 use self::lag_gate::LagGate;
 use self::last_states::LastStates;
@@ -91,155 +96,9 @@ use self::tasks::{drain, hard_stop_of, join_all, spawn_gate, spawn_workers};
 use self::watch::{Deletions, Synced, subscribe_primary};
 use self::worker::Worker;
 use crate::error::SettingError;
-use crate::informer::{Informer, InformerError, InformerId};
+use crate::informer::{Informer, InformerId};
 use crate::object::Object;
 use crate::queue::WorkQueue;
-
-/// Why a controller could not be built or run.
-///
-/// # Examples
-///
-/// A controller whose informer nobody runs never syncs its cache:
-///
-/// ```
-/// # use std::convert::Infallible;
-/// # use tend::controller::{Action, Context, Reconciler};
-/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
-/// # tend::impl_object!(Item, key: name: String, version: version);
-/// # struct Noop;
-/// # impl Reconciler<Item> for Noop {
-/// #     type Error = Infallible;
-/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
-/// # }
-/// use std::time::Duration;
-/// use tend::controller::{Controller, ControllerError};
-/// use tend::memory::MemoryStore;
-/// use tend::{CancellationToken, Informer, InformerError};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let items = Informer::builder(MemoryStore::<Item>::new("items")).build()?;
-/// let controller = Controller::builder("items", &items, Noop)
-///     .sync_timeout(Duration::from_secs(5))
-///     .build()?;
-/// let error = controller.run(CancellationToken::new()).await.unwrap_err();
-/// assert!(matches!(error, ControllerError::Informer { source: InformerError::SyncTimeout { .. }, .. }));
-/// assert_eq!(error.to_string(), "controller `items` cannot start");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ControllerError {
-    /// The builder (or the environment it runs in) was given a setting
-    /// that cannot work.
-    #[error("controller `{controller}` is misconfigured: `{setting}` {error}")]
-    InvalidConfig {
-        /// The controller's name.
-        controller: String,
-        /// The setting that was wrong.
-        setting: ControllerSetting,
-        /// What is wrong with it.
-        error: SettingError,
-    },
-    /// The controller runs with fencing tokens (under an
-    /// [`Ownership`]), but a client it was given has no fencing authority:
-    /// every write through it would fail with
-    /// [`ClientError::NoFencing`](crate::client::ClientError::NoFencing).
-    #[error(
-        "controller `{controller}` runs with fencing tokens, but its client for `{object_type}` cannot be fenced"
-    )]
-    UnfencedClient {
-        /// The controller's name.
-        controller: String,
-        /// The client's object type.
-        object_type: &'static str,
-    },
-    /// An informer the controller reads failed it: a cache it needs did
-    /// not sync in time ([`InformerError::SyncTimeout`]).
-    #[error("controller `{controller}` cannot start")]
-    Informer {
-        /// The controller's name.
-        controller: String,
-        /// Which source did not sync, and after how long.
-        #[source]
-        source: InformerError,
-    },
-}
-
-/// A setting of a [`ControllerBuilder`] (or of the [`Environment`] a
-/// controller runs in), as [`ControllerError::InvalidConfig`] names it;
-/// displayed as the builder method's name.
-///
-/// # Examples
-///
-/// ```
-/// # use std::convert::Infallible;
-/// # use tend::controller::{Action, Context, Reconciler};
-/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
-/// # tend::impl_object!(Item, key: name: String, version: version);
-/// # struct Noop;
-/// # impl Reconciler<Item> for Noop {
-/// #     type Error = Infallible;
-/// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
-/// # }
-/// use tend::controller::{Controller, ControllerError, ControllerSetting};
-/// use tend::memory::MemoryStore;
-/// use tend::{Informer, SettingError};
-///
-/// let items = Informer::builder(MemoryStore::<Item>::new("items")).build()?;
-/// let built = Controller::builder("", &items, Noop).build();
-/// let Err(ControllerError::InvalidConfig { setting, error, .. }) = built else { unreachable!() };
-/// assert_eq!((setting, error), (ControllerSetting::Name, SettingError::Empty));
-/// assert_eq!(setting.to_string(), "name"); // the builder's argument, or method
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ControllerSetting {
-    /// The controller's name.
-    Name,
-    /// [`ControllerBuilder::resync`].
-    Resync,
-    /// [`ControllerBuilder::reconcile_timeout`].
-    ReconcileTimeout,
-    /// [`ControllerBuilder::max_retry_after`].
-    MaxRetryAfter,
-    /// [`ControllerBuilder::sync_timeout`], or the environment's.
-    SyncTimeout,
-    /// [`ControllerBuilder::shutdown_grace`].
-    ShutdownGrace,
-    /// [`ControllerBuilder::read_your_writes`].
-    ReadYourWrites,
-    /// [`ControllerBuilder::debounce`].
-    Debounce,
-    /// [`ControllerBuilder::concurrency`].
-    Concurrency,
-    /// [`ControllerBuilder::hold_while_lagging`].
-    HoldWhileLagging,
-    /// [`ControllerBuilder::hot_keys`].
-    HotKeys,
-    /// [`ControllerBuilder::group_metrics`].
-    GroupMetrics,
-}
-
-impl fmt::Display for ControllerSetting {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Name => "name",
-            Self::Resync => "resync",
-            Self::ReconcileTimeout => "reconcile_timeout",
-            Self::MaxRetryAfter => "max_retry_after",
-            Self::SyncTimeout => "sync_timeout",
-            Self::ShutdownGrace => "shutdown_grace",
-            Self::ReadYourWrites => "read_your_writes",
-            Self::Debounce => "debounce",
-            Self::Concurrency => "concurrency",
-            Self::HoldWhileLagging => "hold_while_lagging",
-            Self::HotKeys => "hot_keys",
-            Self::GroupMetrics => "group_metrics",
-        })
-    }
-}
 
 /// A reconciliation loop for objects of type `O`, driven by reconciler `R`.
 /// Build one with [`Controller::builder`], then [`run`](Controller::run) it.
@@ -307,6 +166,7 @@ pub struct Controller<O: Object, R> {
     last_states: Arc<LastStates<O>>,
     journal: Journal<O::Key>,
     hot_keys: HotKeys<O::Key>,
+    footprint: Footprint<O::Key>,
 }
 
 impl<O: Object, R: Reconciler<O>> Controller<O, R> {
@@ -329,6 +189,12 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
         observer: Arc<dyn ControllerObserver>,
     ) -> Self {
         let hot_keys = HotKeys::new(&name, config.hot_keys);
+        let last_states = Arc::new(LastStates::new());
+        let footprint = Footprint::new(
+            queue.clone(),
+            hot_keys.clone(),
+            Arc::clone(&last_states) as Arc<dyn Counted>,
+        );
         Self {
             name,
             inputs,
@@ -336,9 +202,10 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             queue,
             config,
             observer,
-            last_states: Arc::new(LastStates::new()),
+            last_states,
             journal: Journal::default(),
             hot_keys,
+            footprint,
         }
     }
 
@@ -370,6 +237,15 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
     #[must_use]
     pub fn hot_keys(&self) -> HotKeys<O::Key> {
         self.hot_keys.clone()
+    }
+
+    /// A handle on the sizes of the controller's per-key tables (the
+    /// queue, the rate limiter's failures, deleted objects' last states,
+    /// keys held for their writes, …): what a leak check watches. See
+    /// [`Footprint`].
+    #[must_use]
+    pub fn footprint(&self) -> Footprint<O::Key> {
+        self.footprint.clone()
     }
 
     /// The primary informer.
@@ -478,6 +354,10 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             .filter(|o| o.skips())
             .map(|o| o.gains());
         let departed = gains.as_ref().map(|_| Arc::new(Departed::new()));
+        if let Some(departed) = &departed {
+            let counted = Arc::clone(departed) as Arc<dyn Counted>;
+            self.footprint.register(Table::Departed, counted);
+        }
         let (caches, subscriptions) = self.subscribe(&sink, departed.clone());
         let sync_timeout = env.sync_timeout.unwrap_or(self.config.sync_timeout);
         tokio::select! {
@@ -557,8 +437,18 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             last_states,
             journal,
             hot_keys,
+            footprint,
         } = self;
         let lag_gate = LagGate::of(&name, &inputs, config.lag_hold);
+        let gate = config
+            .read_your_writes
+            .map(|bound| Arc::new(Gate::new(bound)));
+        let spacer = config
+            .hot_keys
+            .and_then(|p| p.spacing())
+            .map(|_| Arc::new(Spacer::new()));
+        let reads = Tracker::of(&inputs.secondaries);
+        register_run_tables(&footprint, gate.clone(), spacer.clone(), reads.clone());
         let worker = Arc::new(Worker {
             name,
             store: inputs.primary.informer().cache(),
@@ -569,15 +459,12 @@ impl<O: Object, R: Reconciler<O>> Controller<O, R> {
             max_retry_after: config.max_retry_after,
             observer,
             workers: config.concurrency.get(),
-            gate: config.read_your_writes.map(Gate::new),
+            gate,
             last_states,
             journal,
             lag_gate,
-            spacer: config
-                .hot_keys
-                .and_then(|p| p.spacing())
-                .map(|_| Spacer::new()),
-            reads: Tracker::of(&inputs.secondaries),
+            spacer,
+            reads,
             hot_keys,
             stopping,
         });
@@ -660,5 +547,23 @@ impl<O: Object, R> fmt::Debug for Controller<O, R> {
             .field("externals", &self.inputs.externals.len())
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// Counts the tables a run made in `footprint`.
+fn register_run_tables<K: crate::QueueKey>(
+    footprint: &Footprint<K>,
+    gate: Option<Arc<Gate<K>>>,
+    spacer: Option<Arc<Spacer<K>>>,
+    reads: Option<Tracker<K>>,
+) {
+    if let Some(gate) = gate {
+        footprint.register(Table::AwaitingWrites, gate);
+    }
+    if let Some(spacer) = spacer {
+        footprint.register(Table::Spaced, spacer);
+    }
+    if let Some(reads) = reads {
+        footprint.register(Table::TrackedReads, Arc::new(reads));
     }
 }

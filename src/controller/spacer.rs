@@ -24,6 +24,11 @@ pub(super) struct Spacer<K> {
 }
 
 impl<K: QueueKey> Spacer<K> {
+    /// Keys held.
+    pub(super) fn len(&self) -> usize {
+        self.held.lock().len()
+    }
+
     pub(super) fn new() -> Self {
         Self {
             held: Mutex::new(Vec::new()),

@@ -44,7 +44,7 @@ pub(super) struct Worker<O: Object, R> {
     /// How many workers share the queue.
     pub(super) workers: usize,
     /// Holds keys until the caches show their writes (read-your-writes on).
-    pub(super) gate: Option<Gate<O::Key>>,
+    pub(super) gate: Option<Arc<Gate<O::Key>>>,
     /// Deleted primary objects' last states, until reconciled.
     pub(super) last_states: Arc<LastStates<O>>,
     /// The last reconciles and failures.
@@ -54,7 +54,7 @@ pub(super) struct Worker<O: Object, R> {
     /// Counts the reconciles that wrote, per key.
     pub(super) hot_keys: HotKeys<O::Key>,
     /// Holds hot keys after their reconciles (when spaced).
-    pub(super) spacer: Option<Spacer<O::Key>>,
+    pub(super) spacer: Option<Arc<Spacer<O::Key>>>,
     /// The records of what reconciles read of tracked sources (`reads`).
     pub(super) reads: Option<Tracker<O::Key>>,
     /// The controller's graceful stop: a worker waiting to be allowed to

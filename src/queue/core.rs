@@ -359,6 +359,11 @@ impl<K: QueueKey, T: Payload> Core<K, T> {
         self.lanes.scheduled > 0 && self.timer_watchers == 0
     }
 
+    /// Keys with a slot: ready, scheduled or in flight.
+    pub(crate) fn keys_len(&self) -> usize {
+        self.slots.len()
+    }
+
     pub(crate) fn ready_len(&self) -> usize {
         self.lanes.ready
     }

@@ -386,6 +386,14 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
             .unwrap_or(0)
     }
 
+    /// How many keys the rate limiter keeps failures for
+    /// ([`RateLimiter::tracked`]; 0 if it panicked when asked): keys that
+    /// failed and have not succeeded or been forgotten since.
+    #[must_use]
+    pub fn rate_limited(&self) -> usize {
+        self.ask_limiter(|l| l.tracked()).unwrap_or(0)
+    }
+
     /// Asks the rate limiter (user code) something; `None` if it panicked.
     fn ask_limiter<R>(&self, ask: impl FnOnce(&dyn RateLimiter<K>) -> R) -> Option<R> {
         std::panic::catch_unwind(AssertUnwindSafe(|| ask(&*self.shared.limiter))).ok()
@@ -568,6 +576,11 @@ impl<K: QueueKey, T: Payload> WorkQueue<K, T> {
     #[must_use]
     pub fn len(&self) -> usize {
         lock(&self.shared.core).ready_len()
+    }
+
+    /// Keys the queue holds a slot for: ready, scheduled or in flight.
+    pub(crate) fn keys_len(&self) -> usize {
+        lock(&self.shared.core).keys_len()
     }
 
     /// Whether no key is ready.

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 mod cancellation;
 mod config;
 mod convergence;
+mod footprint;
 mod groups;
 mod lag_hold;
 mod latency;

@@ -154,6 +154,8 @@ pub(crate) trait Remember<K>: Send + Sync {
     fn forget(&self, key: &K);
     /// What last woke `key`, taken (its reconcile begins).
     fn cause(&self, key: &K) -> Option<ReadCause>;
+    /// Keys with reads on record, and keys with a cause kept.
+    fn held(&self) -> usize;
 }
 
 impl<P: Object, K: crate::QueueKey> Remember<K> for Mutex<Record<P, K>> {
@@ -171,6 +173,10 @@ impl<P: Object, K: crate::QueueKey> Remember<K> for Mutex<Record<P, K>> {
 
     fn cause(&self, key: &K) -> Option<ReadCause> {
         self.lock().cause(key)
+    }
+
+    fn held(&self) -> usize {
+        self.lock().held()
     }
 }
 
@@ -191,6 +197,12 @@ impl<K: crate::QueueKey> Tracker<K> {
             .iter()
             .filter_map(|source| source.cause(key))
             .collect()
+    }
+
+    /// Keys with reads on record, and keys with a cause kept, over every
+    /// tracked source.
+    pub(crate) fn held(&self) -> usize {
+        self.0.iter().map(|source| source.held()).sum()
     }
 
     /// A recording of the reads of a reconcile of `key` about to start.

@@ -200,6 +200,11 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
         }
     }
 
+    /// Keys with reads on record, and keys with a cause kept.
+    pub(super) fn held(&self) -> usize {
+        self.readers.len() + self.causes.len()
+    }
+
     /// What last woke `key`, taken.
     pub(super) fn cause(&mut self, key: &K) -> Option<ReadCause> {
         let cause = self.causes.remove(key);

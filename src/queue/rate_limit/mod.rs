@@ -37,6 +37,10 @@ use tokio::time::Instant;
 
 use super::QueueKey;
 
+mod max_of;
+
+pub use self::max_of::{MaxOf, default_rate_limiter};
+
 /// Decides how long a retried key waits before its next attempt.
 ///
 /// Implementations keep their own synchronisation (`&self` methods): the
@@ -86,6 +90,13 @@ pub trait RateLimiter<K>: Send + Sync {
     /// Controllers skip `forget` for keys with no retries on record, so a
     /// limiter that keeps per-key state must count that key here.
     fn retries(&self, key: &K) -> u32;
+
+    /// How many keys it keeps state for: what a leak check watches
+    /// ([`WorkQueue::rate_limited`](crate::WorkQueue::rate_limited)). The
+    /// default says 0, for a limiter that keeps none.
+    fn tracked(&self) -> usize {
+        0
+    }
 }
 
 /// A rate limiter's configuration was invalid.
@@ -280,6 +291,10 @@ impl<K: QueueKey> RateLimiter<K> for ExponentialBackoff<K> {
     fn retries(&self, key: &K) -> u32 {
         self.failures.get(key)
     }
+
+    fn tracked(&self) -> usize {
+        self.failures.tracked()
+    }
 }
 
 impl<K: QueueKey> fmt::Debug for ExponentialBackoff<K> {
@@ -437,99 +452,9 @@ impl<K: QueueKey> RateLimiter<K> for FastSlow<K> {
     fn retries(&self, key: &K) -> u32 {
         self.failures.get(key)
     }
-}
 
-/// The longest delay of several limiters; every limiter records each failure.
-///
-/// # Examples
-///
-/// ```
-/// use std::num::NonZeroU32;
-/// use std::time::Duration;
-/// use tend::rate_limit::{ExponentialBackoff, MaxOf, RateLimiter, TokenBucket};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), tend::rate_limit::RateLimitError> {
-/// let one = NonZeroU32::new(1).unwrap();
-/// let limiter = MaxOf::new(vec![
-///     Box::new(ExponentialBackoff::new(Duration::from_millis(5), Duration::from_secs(60))?),
-///     Box::new(TokenBucket::new(one, one)), // one retry per second, overall
-/// ])?;
-/// assert_eq!(limiter.when(&"a"), Duration::from_millis(5)); // the bucket had a token
-/// assert_eq!(limiter.when(&"b"), Duration::from_secs(1)); // the bucket is empty
-/// assert_eq!(limiter.retries(&"a"), 1);
-/// # Ok(()) }
-/// ```
-pub struct MaxOf<K> {
-    limiters: Vec<Box<dyn RateLimiter<K>>>,
-}
-
-impl<K> MaxOf<K> {
-    /// Combines `limiters`.
-    ///
-    /// # Errors
-    ///
-    /// [`RateLimitError::NoLimiters`] when `limiters` is empty.
-    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Result<Self, RateLimitError> {
-        if limiters.is_empty() {
-            return Err(RateLimitError::NoLimiters);
-        }
-        Ok(Self { limiters })
-    }
-}
-
-impl<K> RateLimiter<K> for MaxOf<K> {
-    fn when(&self, key: &K) -> Duration {
-        self.limiters
-            .iter()
-            .map(|l| l.when(key))
-            .max()
-            .unwrap_or_default()
-    }
-
-    fn forget(&self, key: &K) {
-        for limiter in &self.limiters {
-            limiter.forget(key);
-        }
-    }
-
-    fn retries(&self, key: &K) -> u32 {
-        self.limiters
-            .iter()
-            .map(|l| l.retries(key))
-            .max()
-            .unwrap_or(0)
-    }
-}
-
-impl<K> fmt::Debug for MaxOf<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MaxOf")
-            .field("limiters", &self.limiters.len())
-            .finish()
-    }
-}
-
-/// client-go's default controller rate limiter: the maximum of a per-key
-/// exponential backoff (5 ms doubling to 1000 s) and an overall token bucket
-/// (10 per second, burst 100).
-#[must_use]
-pub fn default_rate_limiter<K: QueueKey>() -> MaxOf<K> {
-    const BASE: Duration = Duration::from_millis(5);
-    const CAP: Duration = Duration::from_secs(1000);
-    const PER_SECOND: NonZeroU32 = NonZeroU32::new(10).unwrap();
-    const BURST: NonZeroU32 = NonZeroU32::new(100).unwrap();
-    let backoff = ExponentialBackoff {
-        base: BASE,
-        cap: CAP,
-        jitter: 0.0,
-        failures: Failures::default(),
-    };
-    MaxOf {
-        limiters: vec![
-            Box::new(backoff),
-            Box::new(TokenBucket::new(PER_SECOND, BURST)),
-        ],
+    fn tracked(&self) -> usize {
+        self.failures.tracked()
     }
 }
 
