@@ -18,8 +18,9 @@
 //! 10 minutes (a shorter one has not warmed up: hot-key counts, for one,
 //! are kept for two minutes after a key's last write), that over its second
 //! half the heap and RSS grow by under 1 % of their mean and no table by
-//! 1 % of the keys (the least-squares slope over the half, times its
-//! length). `cargo run --release --manifest-path
+//! 1 % of the keys: the floor (least value) of the half's last five minutes
+//! against the floor of its first five, since a leak raises the floor while
+//! some tables swing on a period. `cargo run --release --manifest-path
 //! benches/plot/Cargo.toml --bin soak` draws `docs/soak.png` from the CSV.
 
 #[path = "support/soak_world.rs"]
@@ -109,7 +110,7 @@ fn verdict(samples: &[Sample], settled: &Sample) -> String {
     let keys = settled.keys.max(1) as f64;
     for (name, value, relative_to) in Sample::figures() {
         let values: Vec<f64> = half.iter().map(|s| value(s) as f64).collect();
-        let growth = growth(half, &values);
+        let growth = growth(&values);
         let base = match relative_to {
             soak_world::Base::Mean => values.iter().sum::<f64>() / values.len().max(1) as f64,
             soak_world::Base::Keys => keys,
@@ -140,28 +141,16 @@ fn verdict(samples: &[Sample], settled: &Sample) -> String {
     out
 }
 
-/// The least-squares slope of `values` over the samples' times, times the
-/// span they cover: how much the figure grew across it.
-fn growth(samples: &[Sample], values: &[f64]) -> f64 {
-    let n = samples.len() as f64;
-    if n < 2.0 {
-        return 0.0;
-    }
-    let times: Vec<f64> = samples.iter().map(|s| s.at.as_secs_f64()).collect();
-    let (mean_t, mean_v) = (
-        times.iter().sum::<f64>() / n,
-        values.iter().sum::<f64>() / n,
-    );
-    let covariance: f64 = times
-        .iter()
-        .zip(values)
-        .map(|(t, v)| (t - mean_t) * (v - mean_v))
-        .sum();
-    let variance: f64 = times.iter().map(|t| (t - mean_t).powi(2)).sum();
-    let span = times.last().unwrap_or(&0.0) - times.first().unwrap_or(&0.0);
-    if variance > 0.0 {
-        covariance / variance * span
-    } else {
+/// How much the floor of `values` rose from the first half of the span to
+/// the second: what a leak raises, whatever a table's swings (hot-key
+/// counts grow and are pruned every two minutes; a table of failing keys
+/// spikes and empties).
+fn growth(values: &[f64]) -> f64 {
+    let (first, second) = values.split_at(values.len() / 2);
+    let floor = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    if first.is_empty() || second.is_empty() {
         0.0
+    } else {
+        floor(second) - floor(first)
     }
 }
