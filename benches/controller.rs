@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use noop::{
-    Item, NoOp, STORM_KEYS, STORM_UPDATES, SYNC_OBJECTS, Setup, item, run_until, storm_run,
-    sync_run,
+    Item, NoOp, STORM_KEYS, STORM_UPDATES, SYNC_OBJECTS, Setup, item, run_until, runtime,
+    storm_run, sync_run,
 };
 use tend::controller::Controller;
 use tend::memory::MemoryStore;
@@ -63,14 +63,6 @@ fn main() {
     if selected("latency") {
         latency();
     }
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime")
 }
 
 /// Runs the timed figures this many times, each beside its own baseline,

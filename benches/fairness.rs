@@ -18,9 +18,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use noop::{storm_run, sync_run};
+use noop::{runtime, storm_run, sync_run};
 use tend::WorkQueue;
-use tokio::runtime::Runtime;
 use tokio::time::Instant;
 
 const NOISY: usize = 100_000;
@@ -154,14 +153,6 @@ fn percentiles(waits: &[Duration]) -> (Duration, Duration) {
     waits.sort_unstable();
     let at = |q: f64| waits[((waits.len() as f64) * q) as usize];
     (at(0.50), at(0.99))
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("runtime")
 }
 
 const RUNS: usize = 21;

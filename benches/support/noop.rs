@@ -27,6 +27,15 @@ pub(crate) struct Item {
 
 tend::impl_object!(Item, key: id: u64, version: version);
 
+/// The benches' runtime: two worker threads, like the machine's cores.
+pub(crate) fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
 pub(crate) fn item(id: u64, value: u64) -> Item {
     Item {
         id,

@@ -3,7 +3,7 @@
 use std::fmt;
 
 #[cfg(doc)]
-use super::{ControllerBuilder, Environment};
+use super::{ControllerBuilder, Environment, Ownership};
 use crate::error::SettingError;
 use crate::informer::InformerError;
 
