@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{HotKey, HotKeys, Journal, JournalTotals, Reconciled};
+use crate::controller::{
+    Footprint, HotKey, HotKeys, Journal, JournalTotals, Reconciled, TableSizes,
+};
 use crate::informer::{Informer, InformerError, InformerId, InformerStats};
 use crate::object::{Object, ObjectKey};
 use crate::placement::Placement;
@@ -123,6 +125,25 @@ impl<K: QueueKey> JournalView for Journal<K> {
     }
 }
 
+/// The sizes of a controller's per-key tables.
+pub(super) trait FootprintView: Send + Sync {
+    fn sizes(&self) -> TableSizes;
+}
+
+impl<K: QueueKey> FootprintView for Footprint<K> {
+    fn sizes(&self) -> TableSizes {
+        Footprint::sizes(self)
+    }
+}
+
+/// Sizes fixed, for tests of what shows them.
+#[cfg(test)]
+impl FootprintView for TableSizes {
+    fn sizes(&self) -> TableSizes {
+        *self
+    }
+}
+
 /// A controller's hot keys, rendered by [`render_key`].
 pub(super) trait HotKeysView: Send + Sync {
     fn hot(&self) -> Vec<HotKey<String>>;
@@ -190,6 +211,7 @@ pub(super) struct ControllerView {
     pub(super) queue: Arc<dyn QueueView>,
     pub(super) journal: Arc<dyn JournalView>,
     pub(super) hot_keys: Arc<dyn HotKeysView>,
+    pub(super) footprint: Arc<dyn FootprintView>,
     pub(super) reconcile_timeout: Option<Duration>,
     /// The informers it reads.
     pub(super) informers: Vec<InformerId>,

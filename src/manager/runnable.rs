@@ -84,6 +84,7 @@ impl Placed {
             queue: Arc::new(controller.queue()),
             journal: Arc::new(controller.journal()),
             hot_keys: Arc::new(controller.hot_keys()),
+            footprint: Arc::new(controller.footprint()),
             reconcile_timeout: controller.reconcile_timeout(),
             informers: controller.informers(),
             required: controller.required_informers(),

@@ -300,6 +300,7 @@ mod tests {
             queue: Arc::new(queue.clone()),
             journal: Arc::new(crate::controller::Journal::<String>::default()),
             hot_keys: Arc::new(crate::controller::HotKeys::<String>::new("widgets", None)),
+            footprint: Arc::new(crate::controller::TableSizes::default()),
             reconcile_timeout,
             informers: Vec::new(),
             required: Vec::new(),

@@ -127,6 +127,21 @@ fn assert_controller_metrics(metrics: &Exposition) {
         metrics.value("controller_runtime_active_workers", &c),
         Some(0.0)
     );
+    let tables: Vec<String> = metrics
+        .label_sets("tend_controller_table_keys")
+        .into_iter()
+        .filter(|labels| labels.get("controller").map(String::as_str) == Some("widgets"))
+        .filter_map(|labels| labels.get("table").cloned())
+        .collect();
+    assert_eq!(tables.len(), 8, "one series per per-key table: {tables:?}");
+    for table in ["rate_limited", "last_states", "tracked_reads"] {
+        let labels = [("controller", "widgets"), ("table", table)];
+        assert_eq!(
+            metrics.value("tend_controller_table_keys", &labels),
+            Some(0.0),
+            "{table}: the failures were retried or ended"
+        );
+    }
 }
 
 /// The reconcile time histogram: its count and controller-runtime's buckets.

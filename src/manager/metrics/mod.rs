@@ -345,6 +345,8 @@ impl Metrics {
         self.max_concurrent.get_or_create(&labels).set(workers);
         let queue = Arc::clone(&placed.view.queue);
         self.pulled.queues.lock().push((queue_labels(name), queue));
+        let footprint = Arc::clone(&placed.view.footprint);
+        self.pulled.footprints.lock().push((labels, footprint));
     }
 
     /// Forgets a removed controller: every series labelled with its name.
@@ -383,6 +385,10 @@ impl Metrics {
             .queues
             .lock()
             .retain(|(labels, _)| *labels != queue);
+        self.pulled
+            .footprints
+            .lock()
+            .retain(|(controller, _)| controller.controller != name);
     }
 
     /// Records a registered informer, whose counters are pulled at scrape

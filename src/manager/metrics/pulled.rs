@@ -12,11 +12,20 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::{NameLabels, QueueGroupLabels, QueueLabels};
-use crate::manager::erased::{QueueView, SharedInformer};
+use super::{ControllerLabels, NameLabels, QueueGroupLabels, QueueLabels};
+use crate::controller::TableSizes;
+use crate::manager::erased::{FootprintView, QueueView, SharedInformer};
 
 type QueueEntry = (QueueLabels, Arc<dyn QueueView>);
 type InformerEntry = (NameLabels, Arc<dyn SharedInformer>);
+type FootprintEntry = (ControllerLabels, Arc<dyn FootprintView>);
+
+/// A controller's labels and one of its per-key tables.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabels {
+    controller: String,
+    table: &'static str,
+}
 
 /// The metrics read at scrape time.
 ///
@@ -26,6 +35,7 @@ type InformerEntry = (NameLabels, Arc<dyn SharedInformer>);
 pub(super) struct Pulled {
     pub(super) queues: Mutex<Vec<QueueEntry>>,
     pub(super) informers: Mutex<Vec<InformerEntry>>,
+    pub(super) footprints: Mutex<Vec<FootprintEntry>>,
 }
 
 impl std::fmt::Debug for Pulled {
@@ -33,6 +43,7 @@ impl std::fmt::Debug for Pulled {
         f.debug_struct("Pulled")
             .field("queues", &self.queues.lock().len())
             .field("informers", &self.informers.lock().len())
+            .field("footprints", &self.footprints.lock().len())
             .finish()
     }
 }
@@ -72,6 +83,7 @@ impl Collector for Pulled {
                 .map(|(l, s)| (l, s.longest_running.unwrap_or_default().as_secs_f64())),
         )?;
         encode_groups(&mut encoder, &self.queues.lock())?;
+        encode_tables(&mut encoder, &self.footprints.lock())?;
         let informers: Vec<_> = self
             .informers
             .lock()
@@ -122,6 +134,44 @@ fn encode_groups(
         "tend_workqueue_group_depth",
         "Keys ready in the work queue, of one key group named for metrics",
         series.iter().map(|(labels, depth)| (labels, *depth)),
+    )
+}
+
+/// `tend_controller_table_keys{controller, table}`: the keys each per-key
+/// table of a controller holds (`Controller::footprint`).
+fn encode_tables(
+    encoder: &mut DescriptorEncoder,
+    footprints: &[FootprintEntry],
+) -> Result<(), std::fmt::Error> {
+    type Size = fn(&TableSizes) -> usize;
+    const TABLES: [(&str, Size); 8] = [
+        ("queued", |t| t.queued),
+        ("rate_limited", |t| t.rate_limited),
+        ("last_states", |t| t.last_states),
+        ("departed", |t| t.departed),
+        ("awaiting_writes", |t| t.awaiting_writes),
+        ("spaced", |t| t.spaced),
+        ("hot_keys", |t| t.hot_keys),
+        ("tracked_reads", |t| t.tracked_reads),
+    ];
+    let series: Vec<_> = footprints
+        .iter()
+        .flat_map(|(labels, footprint)| {
+            let sizes = footprint.sizes();
+            TABLES.iter().map(move |(table, size)| {
+                let labels = TableLabels {
+                    controller: labels.controller.clone(),
+                    table,
+                };
+                (labels, i64::try_from(size(&sizes)).unwrap_or(i64::MAX))
+            })
+        })
+        .collect();
+    encode_gauges(
+        encoder,
+        "tend_controller_table_keys",
+        "Keys held by one of a controller's per-key tables (queue, rate limiter, last states, ...): a table that only grows is a leak",
+        series.iter().map(|(labels, keys)| (labels, *keys)),
     )
 }
 
