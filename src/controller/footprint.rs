@@ -35,6 +35,24 @@ pub struct TableSizes {
     pub tracked_reads: usize,
 }
 
+impl TableSizes {
+    /// Each table with its name as the metric
+    /// `tend_controller_table_keys{table}` and the status page give it.
+    #[must_use]
+    pub fn by_name(&self) -> [(&'static str, usize); 8] {
+        [
+            ("queued", self.queued),
+            ("rate_limited", self.rate_limited),
+            ("last_states", self.last_states),
+            ("departed", self.departed),
+            ("awaiting_writes", self.awaiting_writes),
+            ("spaced", self.spaced),
+            ("hot_keys", self.hot_keys),
+            ("tracked_reads", self.tracked_reads),
+        ]
+    }
+}
+
 /// A handle on a controller's per-key tables
 /// ([`Controller::footprint`](super::Controller::footprint)), cheap to
 /// clone; the tables made when the controller runs count from then on (0

@@ -95,9 +95,18 @@ async fn status_json_shows_keys_in_flight_stuck_keys_reconciles_and_errors() {
         (Some(false), Some(true))
     );
     assert!(report["election"].is_null() && report["shards"].is_null());
+    let tables = &report["controllers"][0]["tables"];
+    assert_eq!(tables.as_array().map(Vec::len), Some(8), "{tables}");
+    assert_eq!(tables[0][0], "queued");
+    assert!(tables[0][1].as_u64() >= Some(1), "the held key: {tables}");
 
     queue.done(&"held".to_owned()).unwrap();
-    let after = get_until(address, "/status.json", |r| json(r)["health"]["ok"] == true).await;
+    let after = get_until(address, "/status.json", |r| {
+        let report = json(r);
+        report["health"]["ok"] == true
+            && report["controllers"][0]["tables"][0] == serde_json::json!(["queued", 0])
+    })
+    .await;
     assert_eq!(
         json(&after)["controllers"][0]["keys_in_flight"],
         serde_json::json!([])

@@ -13,7 +13,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{ControllerLabels, NameLabels, QueueGroupLabels, QueueLabels};
-use crate::controller::TableSizes;
 use crate::manager::erased::{FootprintView, QueueView, SharedInformer};
 
 type QueueEntry = (QueueLabels, Arc<dyn QueueView>);
@@ -143,27 +142,16 @@ fn encode_tables(
     encoder: &mut DescriptorEncoder,
     footprints: &[FootprintEntry],
 ) -> Result<(), std::fmt::Error> {
-    type Size = fn(&TableSizes) -> usize;
-    const TABLES: [(&str, Size); 8] = [
-        ("queued", |t| t.queued),
-        ("rate_limited", |t| t.rate_limited),
-        ("last_states", |t| t.last_states),
-        ("departed", |t| t.departed),
-        ("awaiting_writes", |t| t.awaiting_writes),
-        ("spaced", |t| t.spaced),
-        ("hot_keys", |t| t.hot_keys),
-        ("tracked_reads", |t| t.tracked_reads),
-    ];
     let series: Vec<_> = footprints
         .iter()
         .flat_map(|(labels, footprint)| {
-            let sizes = footprint.sizes();
-            TABLES.iter().map(move |(table, size)| {
+            let sizes = footprint.sizes().by_name();
+            sizes.into_iter().map(move |(table, size)| {
                 let labels = TableLabels {
                     controller: labels.controller.clone(),
                     table,
                 };
-                (labels, i64::try_from(size(&sizes)).unwrap_or(i64::MAX))
+                (labels, i64::try_from(size).unwrap_or(i64::MAX))
             })
         })
         .collect();

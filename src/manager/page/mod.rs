@@ -81,6 +81,8 @@ struct ControllerReport {
     errors: Vec<ReconcileReport>,
     /// The keys reconciled again and again with a write each time.
     hot_keys: Vec<HotKeyReport>,
+    /// Each per-key table's size (`Controller::footprint`), by name.
+    tables: [(&'static str, usize); 8],
 }
 
 #[derive(Debug, Serialize)]
@@ -208,6 +210,7 @@ impl Status {
                     key: hot.key,
                 })
                 .collect(),
+            tables: controller.footprint.sizes().by_name(),
         }
     }
 }

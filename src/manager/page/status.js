@@ -74,6 +74,9 @@ function controllerCard(c) {
       el("span", {}, "retries " + c.retries),
       el("span", { class: "muted" }, c.stuck_after_seconds === null ? "no stuck bound"
         : "stuck after " + seconds(c.stuck_after_seconds))),
+    el("div", { class: "tables muted" }, "per-key tables: ",
+      ...c.tables.map(([name, keys]) =>
+        el("span", { class: "table", "data-table": name }, name.replaceAll("_", " ") + " " + keys))),
     el("div", { class: "keys-in-flight" }, inFlight(c)),
     c.hot_keys.length === 0 ? null : el("div", { class: "hot-keys" },
       el("h4", { class: "error" }, "Hot keys: reconciled again and again, with a write each time"),
