@@ -86,6 +86,14 @@ impl<K> fmt::Debug for MaxOf<K> {
 /// client-go's default controller rate limiter: the maximum of a per-key
 /// exponential backoff (5 ms doubling to 1000 s) and an overall token bucket
 /// (10 per second, burst 100).
+///
+/// The bucket is shared by every key of the controller: while failures
+/// come faster than 10 a second, each retry waits behind all those before
+/// it, so the retries fall further behind as long as that lasts (no key is
+/// dropped; the backlog is bounded by the failing keys, and drains at 10 a
+/// second once failures slow). A controller that expects more failures than
+/// that gives a limiter of its own (`ControllerBuilder::rate_limiter`), for
+/// example an [`ExponentialBackoff`] alone.
 #[must_use]
 pub fn default_rate_limiter<K: QueueKey>() -> MaxOf<K> {
     const BASE: Duration = Duration::from_millis(5);
