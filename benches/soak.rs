@@ -18,9 +18,9 @@
 //! 10 minutes (a shorter one has not warmed up: hot-key counts, for one,
 //! are kept for two minutes after a key's last write), that over its second
 //! half the heap and RSS grow by under 1 % of their mean and no table by
-//! 1 % of the keys: the floor (least value) of the half's last five minutes
-//! against the floor of its first five, since a leak raises the floor while
-//! some tables swing on a period. `cargo run --release --manifest-path
+//! 1 % of the keys: the floor (least value) of the half's later half
+//! against the floor of its earlier one, since a leak raises the floor
+//! while some tables swing on a period. `cargo run --release --manifest-path
 //! benches/plot/Cargo.toml --bin soak` draws `docs/soak.png` from the CSV.
 
 #[path = "support/soak_world.rs"]
@@ -42,10 +42,10 @@ const EVERY: Duration = Duration::from_secs(10);
 const WARMED: Duration = Duration::from_secs(600);
 
 fn main() {
-    let secs = std::env::var("TEND_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1200);
+    let secs: u64 = std::env::var("TEND_SOAK_SECS").map_or(1200, |s| {
+        s.parse()
+            .expect("TEND_SOAK_SECS is a whole number of seconds")
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -127,11 +127,11 @@ impl<O: Object> Context<O> {
         self.triggers
     }
 
-    /// When [`triggers`](Self::triggers) has
-    /// [`Trigger::Read`](super::Trigger::Read): the dependencies whose
-    /// change woke it, the latest per tracked source
+    /// The dependencies whose change woke it
+    /// ([`Trigger::Read`](super::Trigger::Read)), the first per tracked
+    /// source since the key's last reconcile began
     /// ([`ControllerBuilder::reads`](super::ControllerBuilder::reads));
-    /// empty otherwise.
+    /// empty when no tracked read woke it.
     pub fn read_causes(&self) -> &[ReadCause] {
         &self.read_causes
     }

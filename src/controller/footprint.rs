@@ -61,7 +61,8 @@ impl TableSizes {
 /// # Lock order
 ///
 /// `sizes` takes each table's own lock in turn (and the queue's), never
-/// two at once.
+/// two at once: it must not be called where one of them is held (a queue
+/// observer, a group function, a rate limiter).
 ///
 /// # Examples
 ///
@@ -142,7 +143,9 @@ impl<K: QueueKey> Footprint<K> {
             hot_keys: inner.hot_keys.tracked(),
             ..TableSizes::default()
         };
-        for (table, counted) in inner.run.lock().iter() {
+        // Copied out: each table's lock is taken with no other held.
+        let run = inner.run.lock().clone();
+        for (table, counted) in &run {
             let size = match table {
                 Table::Departed => &mut sizes.departed,
                 Table::AwaitingWrites => &mut sizes.awaiting_writes,

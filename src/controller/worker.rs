@@ -405,10 +405,9 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             fencing_token: claim.map(|claim| claim.token),
             read_your_writes: self.gate.is_some(),
             recording: self.reads.as_ref().map(|reads| reads.start(key)),
-            read_causes: match &self.reads {
-                Some(reads) if triggers.contains(Trigger::Read) => reads.causes(key),
-                _ => Vec::new(),
-            },
+            // Taken whatever the triggers say: a cause must not outlive the
+            // wake it named, even one whose trigger a timer's merge dropped.
+            read_causes: self.reads.as_ref().map_or_else(Vec::new, |r| r.causes(key)),
         }
     }
 

@@ -93,6 +93,7 @@ struct World {
     pods: MemoryStore<Pod>,
     planned: Arc<Planned>,
     harness: Harness,
+    footprint: tend::controller::Footprint<String>,
 }
 
 impl World {
@@ -132,12 +133,15 @@ impl World {
         let mut harness = Harness::new();
         harness.informer(&reader_informer);
         harness.informer(&pod_informer);
-        harness.controller(builder.build().unwrap());
+        let controller = builder.build().unwrap();
+        let footprint = controller.footprint();
+        harness.controller(controller);
         let mut world = Self {
             readers,
             pods,
             planned,
             harness,
+            footprint,
         };
         world.settle().await;
         world
@@ -349,6 +353,7 @@ async fn a_deleted_reader_is_woken_no_more_by_what_it_read() {
     };
     let mut world = World::new(&[("a", p1)], false).await;
     world.runs();
+    assert_eq!(world.footprint.sizes().tracked_reads, 1, "a's read of p1");
     world
         .readers
         .client()
@@ -361,6 +366,11 @@ async fn a_deleted_reader_is_woken_no_more_by_what_it_read() {
         world.put("p1", "web", true).await,
         [],
         "its reads were forgotten"
+    );
+    assert_eq!(
+        world.footprint.sizes().tracked_reads,
+        0,
+        "and left the footprint"
     );
     world.harness.shutdown().await.unwrap();
 }

@@ -6,8 +6,9 @@ use std::fmt;
 /// ([`Trigger::Read`](crate::controller::Trigger::Read)): which object of
 /// which source changed, and which of the key's last reads it touched.
 /// [`Context::read_causes`](crate::controller::Context::read_causes) gives
-/// the latest one per tracked source since the key's last reconcile began
-/// (changes in between coalesce, as the queue coalesces the wakes).
+/// the first one per tracked source since the key's last reconcile began
+/// (later changes before it runs coalesce into it, as the queue coalesces
+/// the wakes).
 ///
 /// Its `Display` reads `pods/web-1 in pods (index app=web)`.
 #[derive(Debug, Clone, PartialEq, Eq)]

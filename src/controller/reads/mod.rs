@@ -82,15 +82,16 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Reading<P, K> {
             };
             let background = is_background(event);
             let values = |index, object: &P| cache.index_values(index, object);
-            record.lock().changed(&key, old, new, values, |reader, why| {
+            record.lock().changed(&key, old, new, values, |reader, why, first| {
                 if !keys.wants(reader) {
                     return None; // another replica's key
                 }
-                let read = Named(why, &cache).to_string();
                 let source = cache.source_name();
+                let read = Named(why, &cache);
                 tracing::debug!(%controller, key = ?reader, source, changed = ?key, %read, "queued: a change of what its last reconcile read");
-                keys.push(reader.clone(), Trigger::Read, background);
-                Some(ReadCause::new(source, format!("{:?}", &*key), read))
+                keys.push_wanted(reader.clone(), Trigger::Read, background);
+                // Named once per reconcile: later wakes before it runs coalesce.
+                first.then(|| ReadCause::new(source, format!("{:?}", &*key), read.to_string()))
             });
         };
         let subscription = self

@@ -231,16 +231,16 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
 
     /// Calls `wake` once for every key that read something the change of
     /// the object under `key` from `old` to `new` touches (`None`: absent),
-    /// with the first such read, and keeps the cause it returns (`None`:
-    /// not woken); `values` gives the values an index (by position) files
-    /// an object under.
+    /// with the first such read and whether the key has no cause kept yet,
+    /// and keeps the cause it returns; `values` gives the values an index
+    /// (by position) files an object under.
     pub(super) fn changed(
         &mut self,
         key: &P::Key,
         old: Option<&P>,
         new: Option<&P>,
         values: impl Fn(usize, &P) -> Vec<IndexValue>,
-        mut wake: impl FnMut(&K, Why<'_>) -> Option<ReadCause>,
+        mut wake: impl FnMut(&K, Why<'_>, bool) -> Option<ReadCause>,
     ) {
         if self.readers.is_empty() {
             return; // nothing read: no index values to compute
@@ -271,7 +271,8 @@ impl<P: Object, K: crate::QueueKey> Record<P, K> {
             }
         }
         for (reader, why) in woken {
-            if let Some(cause) = wake(reader, why) {
+            let first = !self.causes.contains_key(reader);
+            if let Some(cause) = wake(reader, why, first) {
                 self.causes.insert(reader.clone(), cause);
             }
         }

@@ -221,10 +221,11 @@ impl World {
             .map(|(r, _)| *r)
             .collect();
         let mut woken = Vec::new();
-        self.record.changed(&name(key), old, new, values, |r, _| {
-            woken.push(*r);
-            None
-        });
+        self.record
+            .changed(&name(key), old, new, values, |r, _, _| {
+                woken.push(*r);
+                None
+            });
         let unique: BTreeSet<u8> = woken.iter().copied().collect();
         assert_eq!(unique.len(), woken.len(), "each key woken once: {woken:?}");
         assert_eq!(unique, expected, "change of p{key} from {old:?} to {new:?}");
@@ -278,7 +279,7 @@ fn past_the_most_reads_the_rest_count_as_a_read_of_every_object() {
         version: Revision::ZERO,
     };
     let mut woken = Vec::new();
-    record.changed(&unread.name, None, Some(&unread), values, |r, why| {
+    record.changed(&unread.name, None, Some(&unread), values, |r, why, _| {
         woken.push((*r, why == Why::All));
         None
     });

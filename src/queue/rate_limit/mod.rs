@@ -181,7 +181,7 @@ impl<K: QueueKey> Failures<K> {
     }
 
     fn tracked(&self) -> usize {
-        self.map.len()
+        self.tracked.load(Ordering::Relaxed)
     }
 
     /// Sets `key`'s failures (tests start a key deep in its backoff).
