@@ -123,7 +123,11 @@ fn verdict(samples: &[Sample], settled: &Sample) -> String {
             "  {name}: {growth:+.0} over the second half ({:+.3} % of {}): {}",
             share * 100.0,
             relative_to,
-            if flat { "flat" } else { "GROWS" }
+            match (flat, warmed) {
+                (true, _) => "flat",
+                (false, true) => "GROWS",
+                (false, false) => "rises (not judged)",
+            }
         );
     }
     let left = settled.tables_left();
