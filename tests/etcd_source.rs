@@ -155,7 +155,7 @@ async fn watch_from_a_compacted_revision_is_expired() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
+async fn compaction_while_cut_off_ends_with_the_missed_deletes() {
     let etcd = server().await;
     let mut kv = client(&etcd).await;
     for name in ["a", "b", "c"] {
@@ -163,9 +163,7 @@ async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
     }
     let (proxy, through) = through_proxy(&etcd).await;
     let running = run_informer(source(through)).await;
-    let lists = running.informer.stats().lists;
-    // Cut the informer off, delete and compact meanwhile: when it comes
-    // back, its revision is gone.
+    // Cut the informer off, delete and compact meanwhile.
     proxy.blackhole(true);
     kv.delete(key("b"), None).await.unwrap();
     kv.put(key("d"), json("d", 4), None).await.unwrap();
@@ -175,13 +173,17 @@ async fn compaction_while_cut_off_relists_with_the_missed_deletes() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     proxy.blackhole(false);
+    // Which way it gets there depends on timing, and each is correct: the
+    // watch that was cut off may live through it (etcd had sent the changes
+    // before compacting; the proxy held them), or end and resume after the
+    // compaction once the held changes arrived, or resume from before it
+    // and list again. The cache ends with b gone either way.
     eventually(
-        "the relist to drop b and add d",
+        "the cache to drop b and add d",
         Duration::from_secs(20),
         || cached(&running.informer) == [("a".into(), 1), ("c".into(), 3), ("d".into(), 4)],
     )
     .await;
-    assert!(running.informer.stats().lists > lists, "it listed again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
