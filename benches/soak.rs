@@ -83,7 +83,7 @@ fn main() {
 }
 
 fn write_csv(samples: &[Sample]) {
-    let mut csv = format!("{}\n", Sample::HEADER);
+    let mut csv = format!("{}\n", Sample::header());
     for sample in samples {
         let _ = writeln!(csv, "{}", sample.row());
     }
@@ -108,8 +108,8 @@ fn verdict(samples: &[Sample], settled: &Sample) -> String {
     );
     let mut failed = false;
     let keys = settled.keys.max(1) as f64;
-    for (name, value, relative_to) in Sample::figures() {
-        let values: Vec<f64> = half.iter().map(|s| value(s) as f64).collect();
+    for (at, (name, _, relative_to)) in settled.figures().into_iter().enumerate() {
+        let values: Vec<f64> = half.iter().map(|s| s.figures()[at].1 as f64).collect();
         let growth = growth(&values);
         let base = match relative_to {
             soak_world::Base::Mean => values.iter().sum::<f64>() / values.len().max(1) as f64,

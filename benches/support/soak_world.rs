@@ -164,64 +164,53 @@ impl fmt::Display for Base {
     }
 }
 
-type Figure = (&'static str, fn(&Sample) -> usize, Base);
-
 impl Sample {
-    pub(crate) const HEADER: &'static str = "seconds,keys,reconciles,heap_bytes,rss_bytes,tasks,queued,rate_limited,last_states,departed,awaiting_writes,spaced,hot_keys,tracked_reads";
+    /// The CSV's header: the sample's own columns, then each table's
+    /// (`TableSizes::by_name`).
+    pub(crate) fn header() -> String {
+        let tables = TableSizes::default().by_name().map(|(name, _)| name);
+        format!(
+            "seconds,keys,reconciles,heap_bytes,rss_bytes,tasks,{}",
+            tables.join(",")
+        )
+    }
 
     pub(crate) fn row(&self) -> String {
-        let t = &self.tables;
+        let tables = self.tables.by_name().map(|(_, size)| size.to_string());
         format!(
-            "{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{:.0},{},{},{},{},{},{}",
             self.at.as_secs_f64(),
             self.keys,
             self.reconciles,
             self.heap,
             self.rss,
             self.tasks,
-            t.queued,
-            t.rate_limited,
-            t.last_states,
-            t.departed,
-            t.awaiting_writes,
-            t.spaced,
-            t.hot_keys,
-            t.tracked_reads
+            tables.join(",")
         )
     }
 
     /// Every figure the verdict checks, with what its growth is compared
-    /// with.
-    pub(crate) fn figures() -> [Figure; 10] {
-        [
-            ("heap", |s| s.heap, Base::Mean),
-            ("RSS", |s| s.rss, Base::Mean),
-            ("tasks", |s| s.tasks, Base::Keys),
-            ("queued", |s| s.tables.queued, Base::Keys),
-            ("rate limited", |s| s.tables.rate_limited, Base::Keys),
-            ("last states", |s| s.tables.last_states, Base::Keys),
-            ("departed", |s| s.tables.departed, Base::Keys),
-            ("awaiting writes", |s| s.tables.awaiting_writes, Base::Keys),
-            ("spaced", |s| s.tables.spaced, Base::Keys),
-            ("hot keys", |s| s.tables.hot_keys, Base::Keys),
-        ]
+    /// with: the heap, the RSS, the tasks and each table.
+    pub(crate) fn figures(&self) -> Vec<(&'static str, usize, Base)> {
+        let own = [
+            ("heap", self.heap, Base::Mean),
+            ("RSS", self.rss, Base::Mean),
+            ("tasks", self.tasks, Base::Keys),
+        ];
+        let tables = self
+            .tables
+            .by_name()
+            .map(|(name, size)| (name, size, Base::Keys));
+        own.into_iter().chain(tables).collect()
     }
 
-    /// The tables not back to 0 (hot-key counts aside).
+    /// The tables not back to 0 (hot-key counts aside: pruned only after
+    /// two idle windows).
     pub(crate) fn tables_left(&self) -> Vec<String> {
-        let t = self.tables;
-        let tables = [
-            ("queued", t.queued),
-            ("rate limited", t.rate_limited),
-            ("last states", t.last_states),
-            ("departed", t.departed),
-            ("awaiting writes", t.awaiting_writes),
-            ("spaced", t.spaced),
-            ("tracked reads", t.tracked_reads),
-        ];
-        tables
-            .iter()
-            .filter(|(_, size)| *size > 0)
+        self.tables
+            .by_name()
+            .into_iter()
+            .filter(|&(name, size)| name != "hot_keys" && size > 0)
             .map(|(name, size)| format!("{name} {size}"))
             .collect()
     }
