@@ -40,14 +40,6 @@ impl Disruption {
     }
 }
 
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal} failed");
-}
-
 /// One round's disruption of `replica`. Returns its death and how long
 /// each of its shards stayed unowned.
 async fn disrupt(
@@ -55,12 +47,7 @@ async fn disrupt(
     replica: &mut Replica,
     disruption: Disruption,
 ) -> (Death, Vec<Duration>) {
-    let theirs: Vec<u32> = owners(kv)
-        .await
-        .into_iter()
-        .filter(|(_, (owner, _))| owner == replica.id)
-        .map(|(shard, _)| shard)
-        .collect();
+    let theirs = shards_of(kv, replica.id).await;
     let since = Instant::now();
     let stop = Duration::from_secs(15);
     let (death, took) = match disruption {
@@ -98,11 +85,6 @@ async fn disrupt(
     (death, took)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = (p * (sorted.len().saturating_sub(1)) as f64).round() as usize;
-    sorted.get(rank).copied().unwrap_or_default()
-}
-
 async fn start_replicas(etcd: &str, dir: &Path) -> Vec<Replica> {
     let target: std::net::SocketAddr = etcd.trim_start_matches("http://").parse().unwrap();
     let mut replicas = Vec::new();
@@ -119,48 +101,6 @@ async fn start_replicas(etcd: &str, dir: &Path) -> Vec<Replica> {
         replicas.push(replica);
     }
     replicas
-}
-
-/// Changes `CHURN` items every 20 ms while the returned gate is not held,
-/// so that handovers find reconciles in flight.
-fn churn(
-    mut kv: etcd_client::Client,
-    mut rng: u64,
-) -> (Arc<tokio::sync::Mutex<()>>, JoinHandle<()>) {
-    let gate = Arc::new(tokio::sync::Mutex::new(()));
-    let held = Arc::clone(&gate);
-    let task = tokio::spawn(async move {
-        loop {
-            {
-                let _open = held.lock().await;
-                bump(&mut kv, &mut rng, CHURN).await;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
-    (gate, task)
-}
-
-/// Waits (bounded) until `id` owns its whole share of the shards.
-async fn owns_its_share(kv: &mut etcd_client::Client, id: &str) {
-    let share = Assignment::compute(IDS, shards()).shards_of(id).count();
-    let limit = Duration::from_secs(30);
-    let started = Instant::now();
-    loop {
-        let owned = owners(kv)
-            .await
-            .values()
-            .filter(|(owner, _)| owner == id)
-            .count();
-        if owned == share {
-            return;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "{id} owns {owned} of its {share} shards after {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// What the rounds measured.
@@ -182,7 +122,7 @@ async fn round(
     (round, rng): (usize, &mut u64),
     (gate, rounds): (&tokio::sync::Mutex<()>, &mut Rounds),
 ) {
-    bump(kv, rng, BUMPS).await;
+    bump(kv, rng, BUMPS, KEYS).await;
     // Not a wait for anything: the disruption should find the burst's
     // reconciles in flight.
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -196,7 +136,7 @@ async fn round(
         rounds.handed.extend(took);
     }
     replicas[victim].start();
-    owns_its_share(kv, IDS[victim]).await;
+    owns_its_share(kv, IDS[victim], &IDS).await;
     let _held = gate.lock().await;
     let what = format!("round {round} ({disruption:?} {})", IDS[victim]);
     let settled = converge(kv, items, &what).await;
@@ -208,7 +148,7 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     let rounds: usize = std::env::var("TEND_CHAOS_ROUNDS").map_or(50, |r| r.parse().unwrap());
     let etcd = server().await;
     let mut kv = client(&etcd).await;
-    let seeded = seed(&mut kv).await;
+    let seeded = seed(&mut kv, KEYS).await;
     let history = History::follow(kv.clone(), "/chaos/", seeded + 1, shards());
     let dir = tempfile::tempdir().unwrap();
     let mut replicas = start_replicas(&etcd.endpoint(), dir.path()).await;
@@ -216,7 +156,7 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     let first = converge(&mut kv, &items, "the first sync").await;
     eprintln!("all {KEYS} keys converged {first:?} after the start");
     let mut rng: u64 = 0x5eed_cafe;
-    let (gate, churning) = churn(kv.clone(), rng ^ 0xc4a5);
+    let (gate, churning) = churn(kv.clone(), rng ^ 0xc4a5, CHURN, KEYS);
     let mut measured = Rounds::default();
     for n in 0..rounds {
         round(

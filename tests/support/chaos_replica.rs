@@ -1,8 +1,94 @@
-//! The replica process: its log, its spans and its reconciler.
+//! The replica process of the multi-process chaos tests: it stamps every
+//! item of the shards it owns with its id, the shard's token and the wanted
+//! value, through the fenced client, and logs each reconcile's start and
+//! end (wall-clock nanoseconds) for the parent's overlap check.
 
-use super::*;
+#![allow(dead_code, unreachable_pub)]
 
-// ---- the replica process ----
+use std::io::Write as _;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tend::client::ClientError;
+use tend::controller::{Action, Context, Reconciler};
+use tend::election::ElectionConfig;
+use tend::etcd::etcd_client;
+use tend::etcd::{EtcdMembership, EtcdSource};
+use tend::manager::Manager;
+use tend::shard::ShardCount;
+use tend::testing::etcd::connect;
+use tend::{Informer, Revision};
+
+pub const GROUP: &str = "chaos";
+pub const GROUP_PREFIX: &str = "/chaos/group";
+pub const SHARD_RECORDS: &str = "/chaos/group/shards/";
+pub const ITEMS: &str = "/chaos/items/";
+pub const SHARDS: u32 = 64;
+
+/// An item: `want` is set by the test, the rest by the replica that
+/// reconciled it last (`token` 0 after the test's own writes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub name: String,
+    pub want: u64,
+    pub seen: u64,
+    pub by: String,
+    pub token: u64,
+    #[serde(skip)]
+    pub version: Revision,
+}
+
+tend::impl_object!(Item, key: name: String, version: version);
+
+/// Lease 2 s (etcd's minimum), local deadline 1.5 s after a renewal,
+/// renewed every 0.5 s.
+pub fn timing() -> ElectionConfig {
+    ElectionConfig::new(
+        Duration::from_secs(2),
+        Duration::from_millis(1500),
+        Duration::from_millis(500),
+    )
+    .unwrap()
+}
+
+pub fn shards() -> ShardCount {
+    ShardCount::new(SHARDS).unwrap()
+}
+
+pub fn items(client: etcd_client::Client) -> EtcdSource<Item> {
+    EtcdSource::builder("items", client, ITEMS).build()
+}
+
+pub fn wall_ns() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_nanos()).unwrap()
+}
+
+/// The body of a replica process's entry point: exits with the parent
+/// (which holds its stdin), runs [`replica`] on two threads, and exits 0
+/// on a clean stop, 2 when it stopped on an error.
+pub fn run_replica(id: &str, cut: &str, direct: &str, log: &Path) -> ! {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(3);
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let code = match runtime.block_on(replica(id, cut, direct, log)) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("{id} stopped: {error}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
 
 /// A replica's log: a line when a reconcile starts and one when it ends
 /// (also when it is cancelled: the guard's drop), wall-clock nanoseconds.
@@ -85,9 +171,10 @@ impl Reconciler<Item> for Stamp {
     }
 }
 
-/// One replica: the membership and the informer through `cut` (the
-/// parent's proxy), the fenced writes direct.
-pub(super) async fn replica(id: &str, cut: &str, direct: &str, log: &Path) -> Result<(), String> {
+/// One replica: the membership and the informer through `cut`, the fenced
+/// writes through `direct` (the same endpoint, or one the parent does not
+/// cut, so that a replica cut off still tries to write).
+pub async fn replica(id: &str, cut: &str, direct: &str, log: &Path) -> Result<(), String> {
     let cut = connect(cut).await.map_err(|e| e.to_string())?;
     let direct = connect(direct).await.map_err(|e| e.to_string())?;
     let member = EtcdMembership::builder(cut.clone(), GROUP, id, shards())
