@@ -29,8 +29,8 @@ mod chaos_replica;
 #[path = "../support/chaos_world.rs"]
 mod chaos_world;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use tend::client::Client;
@@ -38,11 +38,11 @@ use tend::etcd::etcd_client;
 use tend::testing::Proxy;
 use tokio::time::Instant;
 
-use chaos_history::{History, Summary};
-use chaos_log::{Death, Reconcile, overlaps, parse_logs};
-use chaos_replica::{Item, items, run_replica, shards, timing, wall_ns};
+use chaos_history::History;
+use chaos_log::{Death, parse_logs};
+use chaos_replica::{Item, items, run_replica, shards, timing};
 use chaos_world::{
-    bump, churn, converge, owns_its_share, percentile, reowned, seed, shards_of, signal,
+    Process, Rounds, bump, check, churn, converge, owns_its_share, reowned, seed, shards_of, signal,
 };
 use support::{client, server};
 
@@ -71,73 +71,27 @@ fn chaos_replica() {
     );
     // The parent holds this process's stdin: its end (or the parent's
     // death) ends the replica.
-    run_replica(&id, &cut, &direct, log.as_ref());
+    run_replica(&id, &cut, &direct, log.as_ref(), timing());
 }
 
 // ---- the parent ----
 
-/// A replica as the parent sees it: its proxies, its process, its lives.
+/// A replica as the parent sees it: its proxies and its process.
 struct Replica {
-    id: &'static str,
     /// Its membership's and informer's way to etcd.
     proxy: Proxy,
     /// Its writes' way to etcd.
     writes: Proxy,
-    child: Option<Child>,
-    lives: u32,
-    dir: PathBuf,
+    process: Process,
 }
 
 impl Replica {
-    fn log_path(&self, life: u32) -> PathBuf {
-        self.dir.join(format!("{}.{life}.log", self.id))
-    }
-
     fn start(&mut self) {
-        self.lives += 1;
-        let child = Command::new(std::env::current_exe().unwrap())
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
             .args(["chaos_replica", "--exact", "--ignored", "--nocapture"])
-            .env("TEND_CHAOS_REPLICA", self.id)
             .env("TEND_CHAOS_CUT", self.proxy.endpoint())
-            .env("TEND_CHAOS_ETCD", self.writes.endpoint())
-            .env("TEND_CHAOS_LOG", self.log_path(self.lives))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the replica process starts");
-        self.child = Some(child);
-    }
-
-    /// SIGKILL; returns when the process is gone.
-    fn kill(&mut self) -> Death {
-        let mut child = self.child.take().expect("the replica runs");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        self.death()
-    }
-
-    /// Waits (bounded) for the process to exit on its own.
-    async fn exited(&mut self, limit: Duration) -> Death {
-        let started = Instant::now();
-        let child = self.child.as_mut().expect("the replica runs");
-        while child.try_wait().unwrap().is_none() {
-            assert!(
-                started.elapsed() < limit,
-                "{} did not stop within {limit:?} of losing its membership",
-                self.id
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.child = None;
-        self.death()
-    }
-
-    fn death(&self) -> Death {
-        Death {
-            log: self.log_path(self.lives),
-            at: wall_ns(),
-            paused: false,
-        }
+            .env("TEND_CHAOS_ETCD", self.writes.endpoint());
+        self.process.start(command);
     }
 }

@@ -70,7 +70,7 @@ pub fn wall_ns() -> u64 {
 /// The body of a replica process's entry point: exits with the parent
 /// (which holds its stdin), runs [`replica`] on two threads, and exits 0
 /// on a clean stop, 2 when it stopped on an error.
-pub fn run_replica(id: &str, cut: &str, direct: &str, log: &Path) -> ! {
+pub fn run_replica(id: &str, cut: &str, direct: &str, log: &Path, timing: ElectionConfig) -> ! {
     std::thread::spawn(|| {
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
         std::process::exit(3);
@@ -80,10 +80,10 @@ pub fn run_replica(id: &str, cut: &str, direct: &str, log: &Path) -> ! {
         .enable_all()
         .build()
         .unwrap();
-    let code = match runtime.block_on(replica(id, cut, direct, log)) {
+    let code = match runtime.block_on(replica(id, cut, direct, log, timing)) {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("{id} stopped: {error}");
+            eprintln!("{}: {id} stopped: {error}", wall_ns());
             2
         }
     };
@@ -174,12 +174,18 @@ impl Reconciler<Item> for Stamp {
 /// One replica: the membership and the informer through `cut`, the fenced
 /// writes through `direct` (the same endpoint, or one the parent does not
 /// cut, so that a replica cut off still tries to write).
-pub async fn replica(id: &str, cut: &str, direct: &str, log: &Path) -> Result<(), String> {
+pub async fn replica(
+    id: &str,
+    cut: &str,
+    direct: &str,
+    log: &Path,
+    timing: ElectionConfig,
+) -> Result<(), String> {
     let cut = connect(cut).await.map_err(|e| e.to_string())?;
     let direct = connect(direct).await.map_err(|e| e.to_string())?;
     let member = EtcdMembership::builder(cut.clone(), GROUP, id, shards())
         .prefix(GROUP_PREFIX)
-        .config(timing())
+        .config(timing)
         .build()
         .map_err(|e| e.to_string())?;
     let writer = items(direct).client_fenced_by(&member);

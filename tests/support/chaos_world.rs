@@ -5,7 +5,9 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command};
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +18,18 @@ use tend::shard::Assignment;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::chaos_replica::{ITEMS, Item, SHARD_RECORDS, SHARDS, shards};
+use super::chaos_history::Summary;
+use super::chaos_log::{Death, Reconcile, overlaps};
+use super::chaos_replica::{ITEMS, Item, SHARD_RECORDS, SHARDS, shards, wall_ns};
 
 /// Each shard's owner and token (the record's create revision), from etcd.
 pub async fn owners(kv: &mut etcd_client::Client) -> BTreeMap<u32, (String, u64)> {
     let options = GetOptions::new().with_prefix();
-    let records = kv.get(SHARD_RECORDS, Some(options)).await.unwrap();
+    let records = retry("reading the shard records", || {
+        let (mut kv, options) = (kv.clone(), options.clone());
+        async move { kv.get(SHARD_RECORDS, Some(options)).await }
+    })
+    .await;
     records
         .kvs()
         .iter()
@@ -60,7 +68,11 @@ pub async fn seed(kv: &mut etcd_client::Client, keys: usize) -> i64 {
                 TxnOp::put(format!("{ITEMS}{name}"), value, None)
             })
             .collect::<Vec<_>>();
-        let done = kv.txn(Txn::new().and_then(ops)).await.unwrap();
+        let done = retry("seeding", || {
+            let (mut kv, ops) = (kv.clone(), ops.clone());
+            async move { kv.txn(Txn::new().and_then(ops)).await }
+        })
+        .await;
         revision = done.header().unwrap().revision();
     }
     revision
@@ -70,7 +82,7 @@ pub async fn seed(kv: &mut etcd_client::Client, keys: usize) -> i64 {
 /// wanted value, and shards without an owner.
 async fn unconverged(kv: &mut etcd_client::Client, items: &Client<Item>) -> (usize, usize) {
     let owners = owners(kv).await;
-    let snapshot = items.list().await.unwrap();
+    let snapshot = retry("listing the items", || items.list()).await;
     let bad = snapshot
         .objects
         .iter()
@@ -116,14 +128,44 @@ pub async fn bump(kv: &mut etcd_client::Client, rng: &mut u64, count: usize, key
     let mut ops = Vec::with_capacity(count);
     for index in picked {
         let key = format!("{ITEMS}{}", name(index));
-        let found = kv.get(key.as_str(), None).await.unwrap();
+        let found = retry("reading an item", || {
+            let (mut kv, key) = (kv.clone(), key.clone());
+            async move { kv.get(key, None).await }
+        })
+        .await;
         let value = found.kvs().first().expect("the item exists").value();
         let mut item: Item = serde_json::from_slice(value).unwrap();
         item.want += 1;
         item.token = 0;
         ops.push(TxnOp::put(key, serde_json::to_vec(&item).unwrap(), None));
     }
-    kv.txn(Txn::new().and_then(ops)).await.unwrap();
+    retry("changing items", || {
+        let (mut kv, ops) = (kv.clone(), ops.clone());
+        async move { kv.txn(Txn::new().and_then(ops)).await }
+    })
+    .await;
+}
+
+/// Retries `attempt` (a request to etcd, each bounded to 5 s) for up to
+/// 20 s: a cluster refuses or stalls requests while it elects a leader.
+pub async fn retry<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> T {
+    let limit = Duration::from_secs(20);
+    let started = Instant::now();
+    loop {
+        let failed = match tokio::time::timeout(Duration::from_secs(5), attempt()).await {
+            Ok(Ok(done)) => return done,
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => "no answer within 5 s".to_owned(),
+        };
+        assert!(
+            started.elapsed() < limit,
+            "{what} failed for {limit:?}, last: {failed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The shards `id` owns now.
@@ -221,4 +263,164 @@ pub fn signal(child: &Child, signal: &str) {
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = (p * (sorted.len().saturating_sub(1)) as f64).round() as usize;
     sorted.get(rank).copied().unwrap_or_default()
+}
+
+/// A replica process as the parent sees it: its current child, and its
+/// lives, each logging to a file of its own under `dir`.
+pub struct Process {
+    pub id: &'static str,
+    child: Option<Child>,
+    lives: u32,
+    dir: PathBuf,
+}
+
+impl Process {
+    pub fn new(id: &'static str, dir: PathBuf) -> Self {
+        Self {
+            id,
+            child: None,
+            lives: 0,
+            dir,
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join(format!("{}.{}.log", self.id, self.lives))
+    }
+
+    /// Starts a new life with `command` (the replica entry point), telling
+    /// it its id and log; the parent holds its stdin, whose end ends it.
+    pub fn start(&mut self, mut command: Command) {
+        assert!(self.child.is_none(), "{} runs already", self.id);
+        self.lives += 1;
+        let child = command
+            .env("TEND_CHAOS_REPLICA", self.id)
+            .env("TEND_CHAOS_LOG", self.log_path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the replica process starts");
+        self.child = Some(child);
+    }
+
+    /// The running child.
+    pub fn child(&self) -> &Child {
+        self.child.as_ref().expect("the replica runs")
+    }
+
+    /// Whether a child runs (it may have exited on its own since).
+    pub fn is_started(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// SIGKILL; returns when the process is gone.
+    pub fn kill(&mut self) -> Death {
+        let mut child = self.child.take().expect("the replica runs");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        self.death()
+    }
+
+    /// Its death, if it exited on its own.
+    pub fn has_exited(&mut self) -> Option<Death> {
+        let child = self.child.as_mut()?;
+        child.try_wait().unwrap()?;
+        self.child = None;
+        Some(self.death())
+    }
+
+    /// Waits (bounded) for the process to exit on its own.
+    pub async fn exited(&mut self, limit: Duration) -> Death {
+        let started = Instant::now();
+        loop {
+            if let Some(death) = self.has_exited() {
+                return death;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{} did not stop within {limit:?} of losing its membership",
+                self.id
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn death(&self) -> Death {
+        Death {
+            log: self.log_path(),
+            at: wall_ns(),
+            paused: false,
+        }
+    }
+}
+
+/// What the rounds measured.
+#[derive(Default)]
+pub struct Rounds {
+    pub deaths: Vec<Death>,
+    /// How long a lost replica's shards stayed unowned.
+    pub unowned: Vec<Duration>,
+    /// How long a cleanly stopped replica's shards stayed unowned.
+    pub handed: Vec<Duration>,
+}
+
+/// Reports the run and asserts its claims: no overlap, no stale write
+/// accepted, and a lost replica's shards owned again within `bound` (p99).
+pub fn check(
+    rounds: usize,
+    reconciles: &[Reconcile],
+    history: &Summary,
+    measured: Rounds,
+    bound: Duration,
+) {
+    let Rounds {
+        deaths,
+        mut unowned,
+        mut handed,
+    } = measured;
+    let (overlapping, paused) = overlaps(reconciles, &deaths);
+    unowned.sort();
+    handed.sort();
+    let count = |outcomes: &[&str]| {
+        reconciles
+            .iter()
+            .filter(|r| outcomes.contains(&r.outcome.as_str()))
+            .count()
+    };
+    let (fenced, cut) = (count(&["fenced"]), count(&["killed", "cancelled"]));
+    eprintln!(
+        "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
+         (besides {paused} of paused processes, spanning the handover, none written); \
+         {} fenced writes accepted by etcd, {} with a stale token; {fenced} writes refused as fenced; \
+         {cut} reconciles cut by a kill or cancelled; \
+         shards unowned after a kill, cut-off or pause: p50 {:?}, p99 {:?}, max {:?} ({} handovers); \
+         after a clean stop: p50 {:?}, p99 {:?} ({} handovers)",
+        reconciles.len(),
+        history.fenced_writes,
+        history.stale_writes,
+        percentile(&unowned, 0.5),
+        percentile(&unowned, 0.99),
+        unowned.last().copied().unwrap_or_default(),
+        unowned.len(),
+        percentile(&handed, 0.5),
+        percentile(&handed, 0.99),
+        handed.len(),
+    );
+    assert_eq!(
+        overlapping, 0,
+        "reconciles of one key overlapped across processes"
+    );
+    assert_eq!(
+        history.stale_writes, 0,
+        "etcd accepted writes with a stale token"
+    );
+    assert!(
+        history.fenced_writes > 0,
+        "the history saw the replicas' writes"
+    );
+    assert!(
+        percentile(&unowned, 0.99) <= bound,
+        "a lost replica's shards stayed unowned longer than {bound:?} (p99)"
+    );
 }

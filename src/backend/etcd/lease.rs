@@ -39,9 +39,10 @@ pub(super) fn local_deadline(renewed: Instant, config: &ElectionConfig) -> Insta
     crate::time::deadline(renewed, config.renew_deadline())
 }
 
-/// Renews `lease` every retry period until it is gone, a renewal is
-/// overdue, the holder's key is gone, or the holder gave it up; reports
-/// each renewal to `holder`. A renewal counts only once the holder's key,
+/// Renews `lease` every retry period until it is gone, the local deadline
+/// passes, the holder's key is gone, or the holder gave it up; reports
+/// each renewal to `holder`. An attempt unanswered within a retry period
+/// is abandoned and tried again at once. A renewal counts only once the holder's key,
 /// if any, is read back with its create revision.
 pub(super) async fn keep_alive(
     client: Client,
@@ -76,7 +77,11 @@ pub(super) async fn keep_alive(
                 None => Ok(true),
             }
         };
-        match tokio::time::timeout_at(deadline, renewal).await {
+        // One attempt may stall (a follower forwarding it to a leader that
+        // was just cut off): it is given up after a retry period, and tried
+        // again on a new stream, while the deadline allows.
+        let attempt = crate::time::deadline(sent, config.retry_period()).min(deadline);
+        match tokio::time::timeout_at(attempt, renewal).await {
             Ok(Ok(true)) => holder.renewed(sent),
             Ok(Ok(false)) => {
                 revoke_quietly(&mut leases, lease, &config).await;
@@ -86,7 +91,10 @@ pub(super) async fn keep_alive(
                 tracing::debug!(%error, lease, "renewing the lease failed");
                 channel = None;
             }
-            Err(_) => break,
+            Err(_) => {
+                tracing::debug!(lease, "a renewal got no answer within a retry period");
+                channel = None;
+            }
         }
     }
     tracing::warn!(lease, "the lease or its key is gone or overdue");

@@ -1,0 +1,187 @@
+//! The faults of a round, on one host: its member (cut off, killed, its
+//! disk frozen) or its replica (killed, stopped).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tend::client::Client;
+use tend::etcd::etcd_client;
+use tokio::time::Instant;
+
+use crate::chaos_log::Death;
+use crate::chaos_replica::Item;
+use crate::chaos_world::{
+    Process, Rounds, bump, converge, owns_its_share, reowned, shards_of, signal,
+};
+use crate::frozen_disk::{freeze, thaw};
+use crate::members::{Member, lead, ready};
+use crate::netns::Network;
+use crate::{HOSTS, IDS, KEYS, replica_command};
+
+/// Items whose desired state changes just before each fault.
+const BUMPS: usize = 60;
+/// How long a replica may take to stop once it lost its membership.
+const STOP: Duration = Duration::from_secs(15);
+/// How long a killed member stays down.
+const DOWN: Duration = Duration::from_secs(3);
+
+/// What a round does, to the member or the replica of one host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Fault {
+    /// A follower member's host cut off: the member loses quorum while its
+    /// replica still holds a lease.
+    CutFollower,
+    /// The etcd leader moved to the host, then the host cut off.
+    CutLeader,
+    /// The member's disk frozen until the replica's shards are owned by
+    /// others.
+    FrozenDisk,
+    /// The member killed (SIGKILL), started again after 3 s.
+    MemberRestart,
+    /// The replica stopped cleanly (SIGTERM): a handover.
+    Stop,
+    /// The replica killed (SIGKILL).
+    KillReplica,
+}
+
+impl Fault {
+    fn of_round(round: usize) -> Self {
+        match round % 6 {
+            0 => Self::CutFollower,
+            1 => Self::CutLeader,
+            2 => Self::FrozenDisk,
+            3 => Self::MemberRestart,
+            4 => Self::Stop,
+            _ => Self::KillReplica,
+        }
+    }
+
+    /// Whether it falls on a member (never the observer's, the third).
+    fn on_member(self) -> bool {
+        !matches!(self, Self::Stop | Self::KillReplica)
+    }
+}
+
+/// The cluster, the replicas and the observer's clients.
+pub(crate) struct Lab<'a> {
+    pub(crate) network: &'a Network,
+    /// Where the hosts' disks are mounted.
+    pub(crate) disks: PathBuf,
+    pub(crate) members: Vec<Member>,
+    pub(crate) replicas: Vec<Process>,
+    pub(crate) kv: etcd_client::Client,
+    pub(crate) items: Client<Item>,
+    /// Replicas other than the victim that lost their membership.
+    pub(crate) collateral: usize,
+}
+
+fn next(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
+}
+
+/// One round: a burst of changes, a fault on one host under churn, the
+/// host healed and its replica started again, its share back; then, the
+/// churn held, every key converged.
+pub(crate) async fn round(
+    lab: &mut Lab<'_>,
+    n: usize,
+    rng: &mut u64,
+    gate: &tokio::sync::Mutex<()>,
+    measured: &mut Rounds,
+) {
+    bump(&mut lab.kv, rng, BUMPS, KEYS).await;
+    // Not a wait for anything: the fault should find the burst's
+    // reconciles in flight.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let fault = Fault::of_round(n);
+    let hosts = if fault.on_member() { 2 } else { 3 };
+    let victim = usize::try_from(next(rng) % hosts).unwrap();
+    let (death, took) = inflict(lab, fault, victim).await;
+    measured.deaths.push(death);
+    if fault == Fault::Stop {
+        measured.handed.extend(took);
+    } else {
+        measured.unowned.extend(took);
+    }
+    restart(lab, measured);
+    for id in IDS {
+        owns_its_share(&mut lab.kv, id, &IDS).await;
+    }
+    let _held = gate.lock().await;
+    let what = format!("round {n} ({fault:?} on {})", HOSTS[victim]);
+    let settled = converge(&mut lab.kv, &lab.items, &what).await;
+    eprintln!("{what}: converged {settled:?} after its share was back");
+}
+
+/// Starts every replica that is not running: the victim, and any other
+/// that lost its membership meanwhile (counted), as a supervisor would.
+fn restart(lab: &mut Lab<'_>, measured: &mut Rounds) {
+    for (replica, member) in lab.replicas.iter_mut().zip(&lab.members) {
+        if let Some(death) = replica.has_exited() {
+            eprintln!("{} lost its membership too", replica.id);
+            measured.deaths.push(death);
+            lab.collateral += 1;
+        }
+        if !replica.is_started() {
+            replica.start(replica_command(&member.host));
+        }
+    }
+}
+
+/// Inflicts `fault` on host `victim` and heals it. Every fault ends the
+/// host's replica (killed, stopped, or exited on losing its membership);
+/// returns its death and how long each of its shards stayed unowned (or
+/// took to be handed over).
+async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<Duration>) {
+    let id = IDS[victim];
+    let theirs = shards_of(&mut lab.kv, id).await;
+    let host = lab.members[victim].host.clone();
+    let since = Instant::now();
+    eprintln!(
+        "{}: {fault:?} on {}",
+        crate::chaos_replica::wall_ns(),
+        HOSTS[victim]
+    );
+    let (death, took) = match fault {
+        Fault::CutFollower | Fault::CutLeader => {
+            let leader = if fault == Fault::CutLeader { victim } else { 2 };
+            lead(&mut lab.kv, HOSTS[leader], &lab.members).await;
+            lab.network.cut(&host);
+            let took = reowned(&mut lab.kv, id, theirs, since).await;
+            let death = lab.replicas[victim].exited(STOP).await;
+            lab.network.heal(&host);
+            (death, took)
+        }
+        Fault::FrozenDisk => {
+            let disk = lab.disks.join(&host.name);
+            freeze(&disk);
+            let took = reowned(&mut lab.kv, id, theirs, since).await;
+            let death = lab.replicas[victim].exited(STOP).await;
+            thaw(&disk);
+            (death, took)
+        }
+        Fault::MemberRestart => {
+            lab.members[victim].kill();
+            let took = reowned(&mut lab.kv, id, theirs, since).await;
+            let death = lab.replicas[victim].exited(STOP).await;
+            tokio::time::sleep(DOWN.saturating_sub(since.elapsed())).await;
+            lab.members[victim].start();
+            (death, took)
+        }
+        Fault::Stop => {
+            signal(lab.replicas[victim].child(), "-TERM");
+            let death = lab.replicas[victim].exited(STOP).await;
+            (death, reowned(&mut lab.kv, id, theirs, since).await)
+        }
+        Fault::KillReplica => {
+            let death = lab.replicas[victim].kill();
+            (death, reowned(&mut lab.kv, id, theirs, since).await)
+        }
+    };
+    // The host's member serves again before its replica starts.
+    drop(ready(&lab.members[victim].endpoint()).await);
+    (death, took)
+}

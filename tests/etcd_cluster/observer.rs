@@ -1,0 +1,84 @@
+//! The observer: starts the cluster and the replicas, runs the rounds,
+//! and checks the run against etcd's history and the replicas' logs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::chaos_history::History;
+use crate::chaos_log::parse_logs;
+use crate::chaos_replica::{items, shards};
+use crate::chaos_world::{Process, Rounds, check, churn, converge, seed};
+use crate::faults::{Lab, round};
+use crate::members::{Member, ready};
+use crate::netns::{Host, Network};
+use crate::{HOSTS, IDS, KEYS, replica_command, timing};
+
+/// Items changed every 20 ms meanwhile, until a round converges.
+const CHURN: usize = 5;
+
+pub(crate) async fn run(network: &Network, dir: &Path) {
+    let rounds: usize = std::env::var("TEND_CLUSTER_ROUNDS").map_or(12, |r| r.parse().unwrap());
+    let (logs, lives) = (dir.join("logs"), dir.join("lives"));
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::create_dir_all(&lives).unwrap();
+    let hosts: Vec<Host> = HOSTS.iter().map(|h| network.host(h).clone()).collect();
+    let mut members = Member::all(&hosts, dir, &logs);
+    members.iter_mut().for_each(Member::start);
+    // The observer's member is never cut, frozen or killed: the history's
+    // watch and the checks read through it.
+    let mut kv = ready(&members[2].endpoint()).await;
+    let seeded = seed(&mut kv, KEYS).await;
+    let history = History::follow(kv.clone(), "/chaos/", seeded + 1, shards());
+    let mut replicas: Vec<Process> = IDS
+        .iter()
+        .map(|id| Process::new(id, lives.clone()))
+        .collect();
+    for (replica, host) in replicas.iter_mut().zip(&hosts) {
+        replica.start(replica_command(host));
+    }
+    let items = items(kv.clone()).client();
+    let first = converge(&mut kv, &items, "the first sync").await;
+    eprintln!("all {KEYS} keys converged {first:?} after the start");
+    let mut rng: u64 = 0x5eed_c1a5;
+    let (gate, churning) = churn(kv.clone(), rng ^ 0xc4a5, CHURN, KEYS);
+    let mut lab = Lab {
+        network,
+        disks: dir.to_owned(),
+        members,
+        replicas,
+        kv,
+        items,
+        collateral: 0,
+    };
+    let mut measured = Rounds::default();
+    for n in 0..rounds {
+        round(&mut lab, n, &mut rng, &gate, &mut measured).await;
+    }
+    churning.abort();
+    measured
+        .deaths
+        .extend(lab.replicas.iter_mut().map(Process::kill));
+    let end = lab
+        .kv
+        .get("/", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    let history = history.until(end).await;
+    let reconciles = parse_logs(&lives, &measured.deaths);
+    // The lease expires at the leader the others reach; after a leader's
+    // loss, only once a new leader was elected (up to 2 election timeouts)
+    // and has given every lease its whole TTL again.
+    let bound = timing().lease() * 2 + Duration::from_secs(3);
+    let collateral = lab.collateral;
+    eprintln!("{collateral} replicas besides the rounds' victims lost their membership");
+    check(rounds, &reconciles, &history, measured, bound);
+    // A lost leader costs the others an election (about 1.5 s here), which
+    // their 3 s local deadline must ride out.
+    assert_eq!(
+        collateral, 0,
+        "replicas lost their membership to a fault on another host"
+    );
+}
