@@ -10,9 +10,7 @@ use tokio::time::Instant;
 
 use crate::chaos_log::Death;
 use crate::chaos_replica::Item;
-use crate::chaos_world::{
-    Process, Rounds, bump, converge, owns_its_share, reowned, shards_of, signal,
-};
+use crate::chaos_world::{Process, Rounds, bump, reowned, shards_of, share, signal, unconverged};
 use crate::frozen_disk::{freeze, thaw};
 use crate::members::{Member, lead, ready};
 use crate::netns::Network;
@@ -33,8 +31,10 @@ pub(crate) enum Fault {
     CutFollower,
     /// The etcd leader moved to the host, then the host cut off.
     CutLeader,
-    /// The member's disk frozen until the replica's shards are owned by
-    /// others.
+    /// A follower member's disk frozen until the replica's shards are
+    /// owned by others. (Not the leader's: etcd 3.4.23's deposed leader,
+    /// thawed, revokes the leases it saw expire while frozen, the others'
+    /// included, which ends their ownership before they can know.)
     FrozenDisk,
     /// The member killed (SIGKILL), started again after 3 s.
     MemberRestart,
@@ -71,8 +71,9 @@ pub(crate) struct Lab<'a> {
     pub(crate) replicas: Vec<Process>,
     pub(crate) kv: etcd_client::Client,
     pub(crate) items: Client<Item>,
-    /// Replicas other than the victim that lost their membership.
-    pub(crate) collateral: usize,
+    /// The faults under which a replica other than the victim lost its
+    /// membership, one per loss.
+    pub(crate) collateral: Vec<Fault>,
 }
 
 fn next(rng: &mut u64) -> u64 {
@@ -106,24 +107,46 @@ pub(crate) async fn round(
     } else {
         measured.unowned.extend(took);
     }
-    restart(lab, measured);
-    for id in IDS {
-        owns_its_share(&mut lab.kv, id, &IDS).await;
-    }
     let _held = gate.lock().await;
     let what = format!("round {n} ({fault:?} on {})", HOSTS[victim]);
-    let settled = converge(&mut lab.kv, &lab.items, &what).await;
-    eprintln!("{what}: converged {settled:?} after its share was back");
+    let settled = settle(lab, measured, fault, &what).await;
+    eprintln!("{what}: converged {settled:?} after the fault was healed");
+}
+
+/// Waits (bounded) until every replica owns its share and every key is
+/// converged, starting again, as a supervisor would, the victim and any
+/// other replica that lost its membership meanwhile (recorded).
+async fn settle(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &str) -> Duration {
+    let limit = Duration::from_secs(60);
+    let started = Instant::now();
+    loop {
+        restart(lab, measured, fault, what);
+        let mut shared = true;
+        for id in IDS {
+            shared &= shards_of(&mut lab.kv, id).await.len() == share(id, &IDS);
+        }
+        let (bad, unowned) = unconverged(&mut lab.kv, &lab.items).await;
+        if shared && bad == 0 && unowned == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{what}: {bad} keys not converged, {unowned} shards unowned, \
+             shares {}complete after {limit:?}",
+            if shared { "" } else { "in" }
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Starts every replica that is not running: the victim, and any other
 /// that lost its membership meanwhile (counted), as a supervisor would.
-fn restart(lab: &mut Lab<'_>, measured: &mut Rounds) {
+fn restart(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &str) {
     for (replica, member) in lab.replicas.iter_mut().zip(&lab.members) {
         if let Some(death) = replica.has_exited() {
-            eprintln!("{} lost its membership too", replica.id);
+            eprintln!("{what}: {} lost its membership too", replica.id);
             measured.deaths.push(death);
-            lab.collateral += 1;
+            lab.collateral.push(fault);
         }
         if !replica.is_started() {
             replica.start(replica_command(&member.host));
@@ -156,6 +179,7 @@ async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<
             (death, took)
         }
         Fault::FrozenDisk => {
+            lead(&mut lab.kv, HOSTS[2], &lab.members).await;
             let disk = lab.disks.join(&host.name);
             freeze(&disk);
             let took = reowned(&mut lab.kv, id, theirs, since).await;

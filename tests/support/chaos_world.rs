@@ -80,7 +80,7 @@ pub async fn seed(kv: &mut etcd_client::Client, keys: usize) -> i64 {
 
 /// Items not stamped by their shard's owner with its token and the
 /// wanted value, and shards without an owner.
-async fn unconverged(kv: &mut etcd_client::Client, items: &Client<Item>) -> (usize, usize) {
+pub async fn unconverged(kv: &mut etcd_client::Client, items: &Client<Item>) -> (usize, usize) {
     let owners = owners(kv).await;
     let snapshot = retry("listing the items", || items.list()).await;
     let bad = snapshot
@@ -229,12 +229,17 @@ pub fn churn(
     (gate, task)
 }
 
+/// How many shards `id` owns when all of `ids` are members.
+pub fn share(id: &str, ids: &[&str]) -> usize {
+    Assignment::compute(ids.iter().copied(), shards())
+        .shards_of(id)
+        .count()
+}
+
 /// Waits (bounded) until `id` owns its whole share of the shards among
 /// `ids`.
 pub async fn owns_its_share(kv: &mut etcd_client::Client, id: &str, ids: &[&str]) {
-    let share = Assignment::compute(ids.iter().copied(), shards())
-        .shards_of(id)
-        .count();
+    let share = share(id, ids);
     let limit = Duration::from_secs(30);
     let started = Instant::now();
     loop {
