@@ -16,11 +16,11 @@ use crate::{HOSTS, IDS, KEYS, replica_command, timing};
 /// Items changed every 20 ms meanwhile, until a round converges.
 const CHURN: usize = 5;
 
-pub(crate) async fn run(network: &Network, dir: &Path) {
-    let rounds: usize = std::env::var("TEND_CLUSTER_ROUNDS").map_or(12, |r| r.parse().unwrap());
-    let (logs, lives) = (dir.join("logs"), dir.join("lives"));
+/// Starts the members, seeds the items, starts the replicas and waits for
+/// the first sync; returns the lab and the history's follower.
+async fn start<'a>(network: &'a Network, dir: &Path, lives: &Path) -> (Lab<'a>, History) {
+    let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    std::fs::create_dir_all(&lives).unwrap();
     let hosts: Vec<Host> = HOSTS.iter().map(|h| network.host(h).clone()).collect();
     let mut members = Member::all(&hosts, dir, &logs);
     members.iter_mut().for_each(Member::start);
@@ -31,7 +31,7 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
     let history = History::follow(kv.clone(), "/chaos/", seeded + 1, shards());
     let mut replicas: Vec<Process> = IDS
         .iter()
-        .map(|id| Process::new(id, lives.clone()))
+        .map(|id| Process::new(id, lives.to_owned()))
         .collect();
     for (replica, host) in replicas.iter_mut().zip(&hosts) {
         replica.start(replica_command(host));
@@ -39,9 +39,7 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
     let items = items(kv.clone()).client();
     let first = converge(&mut kv, &items, "the first sync").await;
     eprintln!("all {KEYS} keys converged {first:?} after the start");
-    let mut rng: u64 = 0x5eed_c1a5;
-    let (gate, churning) = churn(kv.clone(), rng ^ 0xc4a5, CHURN, KEYS);
-    let mut lab = Lab {
+    let lab = Lab {
         network,
         disks: dir.to_owned(),
         members,
@@ -50,6 +48,16 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
         items,
         collateral: Vec::new(),
     };
+    (lab, history)
+}
+
+pub(crate) async fn run(network: &Network, dir: &Path) {
+    let rounds: usize = std::env::var("TEND_CLUSTER_ROUNDS").map_or(12, |r| r.parse().unwrap());
+    let lives = dir.join("lives");
+    std::fs::create_dir_all(&lives).unwrap();
+    let (mut lab, history) = start(network, dir, &lives).await;
+    let mut rng: u64 = 0x5eed_c1a5;
+    let (gate, churning) = churn(lab.kv.clone(), rng ^ 0xc4a5, CHURN, KEYS);
     let mut measured = Rounds::default();
     for n in 0..rounds {
         round(&mut lab, n, &mut rng, &gate, &mut measured).await;
