@@ -525,7 +525,9 @@ impl<O: Object> Diff<O> {
         new
     }
 
-    /// Records a deletion for every cached object the list no longer has.
+    /// Records a deletion for every cached object the list no longer has,
+    /// ahead of the other changes: a subscriber that counts objects (say,
+    /// per owner) never sees a replacement beside what it replaced.
     fn vanished(
         &mut self,
         old: &HashMap<O::Key, Arc<O>, RandomState>,
@@ -535,8 +537,13 @@ impl<O: Object> Diff<O> {
             return;
         }
         let gone = old.iter().filter(|(key, _)| !fresh.contains_key(*key));
-        self.events
-            .extend(gone.map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object)))));
+        let mut events: Vec<Keyed<O>> = gone
+            .map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object))))
+            .collect();
+        if !events.is_empty() {
+            events.append(&mut self.events);
+            self.events = events;
+        }
     }
 }
 

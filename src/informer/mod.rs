@@ -435,7 +435,9 @@ impl<O: Object> Informer<O> {
     /// cached object as [`Event::Initial`] — synchronously, before this call
     /// returns — then every later event. Otherwise it receives the first list
     /// as [`Event::Initial`]. Dropping the returned [`Subscription`]
-    /// unsubscribes.
+    /// unsubscribes. A relist's changes arrive deletions first, so a
+    /// handler that counts objects (say, per owner) never sees an object
+    /// beside the one that replaced it while the watch was down.
     ///
     /// The replay runs in the caller's thread while event delivery waits
     /// (that is what makes it exact), so it costs one handler call per

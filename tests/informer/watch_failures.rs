@@ -59,6 +59,56 @@ async fn repeated_watch_failures_lead_to_a_relist() {
     running.stop().await;
 }
 
+/// A subscriber that counts objects per owner never sees a replacement
+/// beside what it replaced: a relist delivers its deletions first.
+#[tokio::test(start_paused = true)]
+async fn a_relist_delivers_its_deletions_before_its_other_changes() {
+    let store = seeded(&["a", "c"]);
+    let informer = Informer::builder(FlakyWatch {
+        store: store.clone(),
+        failures: AtomicU32::new(3),
+    })
+    .max_watch_failures(NonZeroU32::new(3).unwrap())
+    .build()
+    .unwrap();
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&seen);
+    let _subscription = informer.subscribe(move |event: &tend::Event<Pod>| {
+        let kind = match event {
+            tend::Event::Initial(_) => "initial",
+            tend::Event::Applied { .. } => "applied",
+            tend::Event::Deleted(_) => "deleted",
+            tend::Event::Resync(_) => "resync",
+        };
+        record
+            .lock()
+            .push(format!("{kind} {}", event.object().name));
+    });
+    let running = Running::start(&informer);
+    within("sync", STEP, informer.wait_synced(STEP))
+        .await
+        .unwrap();
+    // Changed while the watch fails: only the relist tells.
+    let client = store.client();
+    client.create(Pod::new("b", "x", 1)).await.unwrap();
+    client.delete(&"c".to_owned()).await.unwrap();
+    client.delete(&"a".to_owned()).await.unwrap();
+    wait_until("the relist", Duration::from_secs(60), || {
+        informer.stats().relists == 1
+    })
+    .await;
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    let mut relisted = seen[2..].to_vec();
+    relisted[..2].sort();
+    assert_eq!(
+        relisted,
+        ["deleted a", "deleted c", "applied b"],
+        "{seen:?}"
+    );
+    running.stop().await;
+}
+
 /// A source that can be taken down: while `down` holds `true`, lists and
 /// new watches fail and open watches end with an error.
 struct Outage {
