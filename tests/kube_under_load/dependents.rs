@@ -3,7 +3,7 @@
 //! names, so a create made from a stale cache would be a duplicate. And
 //! the watch that counts duplicates.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -35,8 +35,12 @@ pub(crate) fn wants(parent: &ConfigMap) -> bool {
         .is_some_and(|want| want == "1")
 }
 
-/// A new dependent of `parent`, with a generated name.
-fn dependent_of(parent: &ConfigMap) -> Secret {
+/// The annotation naming the leadership term (its fencing token) a
+/// dependent was created in.
+const TERM: &str = "tend.test/term";
+
+/// A new dependent of `parent`, with a generated name, created in `term`.
+fn dependent_of(parent: &ConfigMap, term: u64) -> Secret {
     let name = parent.metadata.name.clone().unwrap_or_default();
     let suffix: String = (0..6).map(|_| fastrand::lowercase()).collect();
     Secret {
@@ -47,6 +51,7 @@ fn dependent_of(parent: &ConfigMap) -> Secret {
                 "role".to_owned(),
                 "dependent".to_owned(),
             )])),
+            annotations: Some(BTreeMap::from([(TERM.to_owned(), term.to_string())])),
             owner_references: tend::kube::controller_reference(parent).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
@@ -76,7 +81,8 @@ impl Reconciler<ConfigMap> for Dependents {
             .unwrap_or_default();
         let keep = usize::from(wants(parent));
         if live.len() < keep {
-            secrets.create(dependent_of(parent)).await?;
+            let term = ctx.fencing_token().map_or(0, |token| token.get());
+            secrets.create(dependent_of(parent, term)).await?;
             self.created.fetch_add(1, Ordering::Relaxed);
         }
         for extra in live.iter().skip(keep) {
@@ -149,18 +155,29 @@ pub(crate) fn replica(
     }
 }
 
+/// The term a dependent was created in.
+fn term_of(secret: &Secret) -> Option<String> {
+    secret.metadata.annotations.as_ref()?.get(TERM).cloned()
+}
+
 /// Counts, from a watch of every dependent, the times a parent had two
-/// live dependents at once.
+/// live dependents at once: created in one leadership term (a cache that
+/// did not show the replica's own write: read-your-writes failed), or in
+/// two (a deposed leader's create, sent before its deadline, landing after
+/// another took over: Kubernetes has no server-side fencing).
 pub(crate) struct Duplicates {
-    pub(crate) count: Arc<AtomicUsize>,
+    pub(crate) same_term: Arc<AtomicUsize>,
+    pub(crate) across_terms: Arc<AtomicUsize>,
     _subscription: Subscription<Secret>,
 }
 
 impl Duplicates {
     pub(crate) fn watch(informer: &Informer<Secret>) -> Self {
-        let count = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::clone(&count);
-        let live: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>> = Mutex::new(HashMap::new());
+        let same_term = Arc::new(AtomicUsize::new(0));
+        let across_terms = Arc::new(AtomicUsize::new(0));
+        let (same, across) = (Arc::clone(&same_term), Arc::clone(&across_terms));
+        let live: Mutex<HashMap<ObjectKey, HashMap<ObjectKey, Option<String>>>> =
+            Mutex::new(HashMap::new());
         let subscription = informer.subscribe(move |event: &Event<Secret>| {
             let secret = event.object();
             let Some(parent) = owner_of(secret) else {
@@ -168,18 +185,34 @@ impl Duplicates {
             };
             let mut live = live.lock();
             let set = live.entry(parent.clone()).or_default();
-            match event {
-                Event::Deleted(_) => drop(set.remove(&secret.key())),
-                _ if set.insert(secret.key()) && set.len() > 1 => {
-                    eprintln!("duplicate: {parent} has {set:?}");
-                    seen.fetch_add(1, Ordering::Relaxed);
-                }
-                _ => {}
+            if let Event::Deleted(_) = event {
+                set.remove(&secret.key());
+                return;
             }
+            let term = term_of(secret);
+            if set.insert(secret.key(), term.clone()).is_some() || set.len() < 2 {
+                return;
+            }
+            let shared = set.iter().filter(|(_, t)| **t == term).count() > 1;
+            eprintln!(
+                "duplicate ({}): {parent} has {set:?}",
+                if shared { "one term" } else { "two terms" }
+            );
+            let counter = if shared { &same } else { &across };
+            counter.fetch_add(1, Ordering::Relaxed);
         });
         Self {
-            count,
+            same_term,
+            across_terms,
             _subscription: subscription,
         }
+    }
+
+    /// Both counts: (in one term, across terms).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (
+            self.same_term.load(Ordering::Relaxed),
+            self.across_terms.load(Ordering::Relaxed),
+        )
     }
 }

@@ -227,10 +227,11 @@ async fn a_leader_elected_controller_converges_without_duplicates_while_the_api_
     });
     let first = converge(&world.admin, &world.namespace, "the first sync").await;
     eprintln!("all parents have what they want {first:?} after the start");
-    let measured = rounds::run(&mut world, rounds, &duplicates.count).await;
-    let duplicated = duplicates.count.load(Ordering::Relaxed);
+    let measured = rounds::run(&mut world, rounds, &duplicates).await;
+    let (same_term, across_terms) = duplicates.counts();
     eprintln!(
-        "{rounds} rounds over {} parents: {} dependents created, {duplicated} times a parent had two; {measured}",
+        "{rounds} rounds over {} parents: {} dependents created; a parent had two created in one \
+         leadership term {same_term} times, in two terms {across_terms} times; {measured}",
         world.parents,
         created.load(Ordering::Relaxed),
     );
@@ -239,5 +240,12 @@ async fn a_leader_elected_controller_converges_without_duplicates_while_the_api_
         replica.running.abort();
     }
     drop(watching);
-    assert_eq!(duplicated, 0, "a parent had two dependents at once");
+    assert_eq!(
+        same_term, 0,
+        "a parent had two dependents created in one leadership term (read-your-writes)"
+    );
+    assert!(
+        measured.across_terms_outside_cuts() == 0,
+        "dependents of two terms at once outside the rounds that cut the leader off"
+    );
 }

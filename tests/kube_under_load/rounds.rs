@@ -9,6 +9,7 @@ use kube::api::{Patch, PatchParams};
 use tokio::task::JoinHandle;
 
 use super::*;
+use crate::dependents::Duplicates;
 
 /// What a round does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,6 +46,19 @@ pub(crate) struct Measured {
     /// From each heal until every parent had what it wants.
     recovered: Vec<Duration>,
     relists: BTreeMap<Disruption, u64>,
+    /// Dependents of two leadership terms at once, by the round they
+    /// showed in.
+    across_terms: BTreeMap<Disruption, usize>,
+}
+
+impl Measured {
+    /// Dependents of two terms at once in rounds that did not cut the
+    /// leader off from the API server (where its held creates land late).
+    pub(crate) fn across_terms_outside_cuts(&self) -> usize {
+        let cut = [Disruption::Blackhole, Disruption::LeaderCut];
+        let outside = self.across_terms.iter().filter(|(d, _)| !cut.contains(d));
+        outside.map(|(_, n)| n).sum()
+    }
 }
 
 impl fmt::Display for Measured {
@@ -57,10 +71,11 @@ impl fmt::Display for Measured {
         };
         write!(
             f,
-            "recovered after the heal p50 {:?}, p99 {:?}; relists {:?}",
+            "recovered after the heal p50 {:?}, p99 {:?}; relists {:?}; dependents of two terms at once {:?}",
             at(0.5),
             at(0.99),
-            self.relists
+            self.relists,
+            self.across_terms
         )
     }
 }
@@ -145,9 +160,10 @@ fn churn(world: &World) -> (Arc<tokio::sync::Mutex<()>>, JoinHandle<()>) {
 
 /// Runs `rounds` rounds under churn; after each, holds the churn until
 /// every parent has what it wants.
-pub(crate) async fn run(world: &mut World, rounds: usize, duplicates: &AtomicUsize) -> Measured {
+pub(crate) async fn run(world: &mut World, rounds: usize, duplicates: &Duplicates) -> Measured {
     let (gate, churning) = churn(world);
     let mut measured = Measured::default();
+    let mut counted = duplicates.counts();
     for n in 0..rounds {
         // Not a wait for anything: changes are in flight when it fails.
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -160,11 +176,14 @@ pub(crate) async fn run(world: &mut World, rounds: usize, duplicates: &AtomicUsi
         converge(&world.admin, &world.namespace, &what).await;
         let recovered = healed.elapsed();
         let relists = world.relists() - before;
-        let duplicated = duplicates.load(Ordering::Relaxed);
+        let (same_term, across_terms) = duplicates.counts();
+        let new = across_terms - counted.1;
+        counted = (same_term, across_terms);
         eprintln!(
             "{what}: converged {recovered:?} after the heal, {relists} relists, \
-             {duplicated} duplicates so far"
+             duplicates so far {same_term} in one term, {across_terms} across terms"
         );
+        *measured.across_terms.entry(disruption).or_default() += new;
         measured.recovered.push(recovered);
         *measured.relists.entry(disruption).or_default() += relists;
     }
