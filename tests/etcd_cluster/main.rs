@@ -38,7 +38,7 @@ mod frozen_disk;
 #[path = "../support/netns.rs"]
 mod netns;
 
-mod faults;
+mod disruptions;
 mod members;
 mod observer;
 
@@ -62,27 +62,39 @@ fn all_hosts() -> Vec<&'static str> {
     HOSTS.iter().copied().chain([OBSERVER]).collect()
 }
 
-/// The network and the members' disks; or why they cannot be made here.
-fn lab(dir: &std::path::Path) -> Result<(Network, Vec<Disk>), String> {
+/// The network and the members' disks, removed in that order (every
+/// process in the network killed before its disk is unmounted), also when
+/// the test panics.
+struct Premises {
+    network: Network,
+    _disks: Vec<Disk>,
+}
+
+/// The premises; or why they cannot be made here.
+fn premises(dir: &std::path::Path) -> Result<Premises, String> {
     let network = Network::create("c", &all_hosts())?;
     let disks = HOSTS
         .iter()
         .map(|host| Disk::create(dir, host, 1024))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((network, disks))
+    Ok(Premises {
+        network,
+        _disks: disks,
+    })
 }
 
 #[test]
 fn sharded_replicas_on_a_partitioned_etcd_cluster_never_overlap_nor_write_stale() {
     let dir = tempfile::tempdir().unwrap();
-    let (network, disks) = match lab(dir.path()) {
-        Ok(lab) => lab,
+    let premises = match premises(dir.path()) {
+        Ok(premises) => premises,
         Err(why) if std::env::var_os("TEND_REQUIRE_NETNS").is_none() => {
             eprintln!("skipped: network namespaces and loop disks cannot be made here ({why})");
             return;
         }
         Err(why) => panic!("TEND_REQUIRE_NETNS is set, but the lab cannot be made: {why}"),
     };
+    let network = &premises.network;
     let mut child = network
         .host(OBSERVER)
         .command(std::env::current_exe().unwrap())
@@ -102,9 +114,7 @@ fn sharded_replicas_on_a_partitioned_etcd_cluster_never_overlap_nor_write_stale(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    // The network first (every process in it killed), then the disks.
-    drop(network);
-    drop(disks);
+    drop(premises);
     if std::env::var_os("TEND_CLUSTER_KEEP").is_some() {
         eprintln!("the logs are kept in {}", dir.keep().display());
     }

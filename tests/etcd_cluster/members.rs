@@ -127,21 +127,18 @@ pub(crate) async fn ready(endpoint: &str) -> etcd_client::Client {
     }
 }
 
-/// The member ids by host name, and the current leader's host name.
-pub(crate) async fn leader(kv: &mut etcd_client::Client) -> (Vec<(String, u64)>, String) {
-    let members = kv.member_list().await.expect("the member list");
+/// The member ids by host name, and the current leader's host name; `None`
+/// while the cluster elects (or does not answer).
+async fn leader(kv: &mut etcd_client::Client) -> Option<(Vec<(String, u64)>, String)> {
+    let members = kv.member_list().await.ok()?;
     let ids: Vec<(String, u64)> = members
         .members()
         .iter()
         .map(|m| (m.name().to_owned(), m.id()))
         .collect();
-    let leader = kv.status().await.expect("the status").leader();
-    let name = ids
-        .iter()
-        .find(|(_, id)| *id == leader)
-        .map(|(name, _)| name.clone())
-        .unwrap_or_else(|| panic!("the leader {leader:x} is a member"));
-    (ids, name)
+    let leader = kv.status().await.ok()?.leader();
+    let name = ids.iter().find(|(_, id)| *id == leader)?.0.clone();
+    Some((ids, name))
 }
 
 /// Makes `target` the leader (asked of the current leader, which `kv`
@@ -150,23 +147,21 @@ pub(crate) async fn lead(kv: &mut etcd_client::Client, target: &str, through: &[
     let limit = Duration::from_secs(20);
     let started = Instant::now();
     loop {
-        let (ids, current) = leader(kv).await;
-        if current == target {
-            return;
+        if let Some((ids, current)) = leader(kv).await {
+            if current == target {
+                return;
+            }
+            let id = ids
+                .iter()
+                .find(|(name, _)| name == target)
+                .expect("a member")
+                .1;
+            let at = through.iter().find(|m| m.host.name == current);
+            let at = at.expect("the leader's member");
+            if let Ok(mut to_leader) = connect(&at.endpoint()).await {
+                let _ = to_leader.move_leader(id).await;
+            }
         }
-        let id = ids
-            .iter()
-            .find(|(name, _)| name == target)
-            .expect("a member")
-            .1;
-        let at = through
-            .iter()
-            .find(|m| m.host.name == current)
-            .expect("the leader's member");
-        let mut to_leader = connect(&at.endpoint())
-            .await
-            .expect("a client of the leader");
-        let _ = to_leader.move_leader(id).await;
         assert!(
             started.elapsed() < limit,
             "{target} did not become the leader within {limit:?}"

@@ -8,7 +8,7 @@ use crate::chaos_history::History;
 use crate::chaos_log::parse_logs;
 use crate::chaos_replica::{items, shards};
 use crate::chaos_world::{Process, Rounds, check, churn, converge, seed};
-use crate::faults::{Lab, round};
+use crate::disruptions::{Lab, round};
 use crate::members::{Member, ready};
 use crate::netns::{Host, Network};
 use crate::{HOSTS, IDS, KEYS, replica_command, timing};
@@ -63,9 +63,19 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
         round(&mut lab, n, &mut rng, &gate, &mut measured).await;
     }
     churning.abort();
-    measured
-        .deaths
-        .extend(lab.replicas.iter_mut().map(Process::kill));
+    for replica in &mut lab.replicas {
+        if let Some(death) = replica.has_exited() {
+            lab.collateral
+                .push(format!("after the last round: {}", replica.id));
+            measured.deaths.push(death);
+        }
+    }
+    measured.deaths.extend(
+        lab.replicas
+            .iter_mut()
+            .filter(|r| r.is_started())
+            .map(Process::kill),
+    );
     let end = lab
         .kv
         .get("/", None)

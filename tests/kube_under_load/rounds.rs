@@ -16,9 +16,10 @@ use crate::dependents::Duplicates;
 enum Disruption {
     /// The API server SIGKILLed, started again 2 s later.
     Restart,
-    /// etcd compacted at its current revision and the API server restarted:
-    /// its watch cache starts afresh, so every watch resuming from before
-    /// ends with `410 Gone` and its informer lists again.
+    /// The replicas cut off while the parents change, then etcd compacted
+    /// past what they saw and the API server restarted (its watch cache
+    /// starts afresh): every watch resuming from before ends with
+    /// `410 Gone`, and its informer lists again.
     Compaction,
     /// The API server blackholed for every replica for twice the lease
     /// (their requests held, and delivered when healed): nobody leads.
@@ -107,11 +108,15 @@ async fn disrupt(world: &World, disruption: Disruption) {
                 .expect("the API server starts again");
         }
         Disruption::Compaction => {
+            world.proxies.iter().for_each(|p| p.blackhole(true));
+            // The churn writes meanwhile: the watches fall behind.
+            tokio::time::sleep(Duration::from_secs(1)).await;
             plane.compact_etcd().await.expect("etcd compacts");
             plane
                 .restart_apiserver()
                 .await
                 .expect("the API server starts again");
+            world.proxies.iter().for_each(|p| p.blackhole(false));
         }
         Disruption::Blackhole => {
             world.proxies.iter().for_each(|p| p.blackhole(true));
@@ -163,12 +168,12 @@ fn churn(world: &World) -> (Arc<tokio::sync::Mutex<()>>, JoinHandle<()>) {
 pub(crate) async fn run(world: &mut World, rounds: usize, duplicates: &Duplicates) -> Measured {
     let (gate, churning) = churn(world);
     let mut measured = Measured::default();
-    let mut counted = duplicates.counts();
     for n in 0..rounds {
         // Not a wait for anything: changes are in flight when it fails.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let disruption = Disruption::of_round(n);
         let before = world.relists();
+        let (_, across_before) = duplicates.counts();
         disrupt(world, disruption).await;
         let healed = Instant::now();
         let _held = gate.lock().await;
@@ -177,13 +182,15 @@ pub(crate) async fn run(world: &mut World, rounds: usize, duplicates: &Duplicate
         let recovered = healed.elapsed();
         let relists = world.relists() - before;
         let (same_term, across_terms) = duplicates.counts();
-        let new = across_terms - counted.1;
-        counted = (same_term, across_terms);
         eprintln!(
             "{what}: converged {recovered:?} after the heal, {relists} relists, \
              duplicates so far {same_term} in one term, {across_terms} across terms"
         );
-        *measured.across_terms.entry(disruption).or_default() += new;
+        *measured.across_terms.entry(disruption).or_default() += across_terms - across_before;
+        assert!(
+            disruption != Disruption::Compaction || relists > 0,
+            "{what}: no informer listed again after its watch expired"
+        );
         measured.recovered.push(recovered);
         *measured.relists.entry(disruption).or_default() += relists;
     }

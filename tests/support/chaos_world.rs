@@ -120,10 +120,7 @@ pub async fn converge(kv: &mut etcd_client::Client, items: &Client<Item>, what: 
 pub async fn bump(kv: &mut etcd_client::Client, rng: &mut u64, count: usize, keys: usize) {
     let mut picked = BTreeSet::new();
     while picked.len() < count.min(keys) {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        picked.insert(*rng % keys as u64);
+        picked.insert(next_random(rng) % keys as u64);
     }
     let mut ops = Vec::with_capacity(count);
     for index in picked {
@@ -144,6 +141,15 @@ pub async fn bump(kv: &mut etcd_client::Client, rng: &mut u64, count: usize, key
         async move { kv.txn(Txn::new().and_then(ops)).await }
     })
     .await;
+}
+
+/// The next of a xorshift sequence (the tests' choices, reproducible from
+/// a seed).
+pub fn next_random(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
 }
 
 /// Retries `attempt` (a request to etcd, each bounded to 5 s) for up to

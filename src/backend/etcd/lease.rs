@@ -41,8 +41,8 @@ pub(super) fn local_deadline(renewed: Instant, config: &ElectionConfig) -> Insta
 
 /// Renews `lease` every retry period until it is gone, the local deadline
 /// passes, the holder's key is gone, or the holder gave it up; reports
-/// each renewal to `holder`. An attempt unanswered within a retry period
-/// is abandoned and tried again at once. A renewal counts only once the holder's key,
+/// each renewal to `holder`. An attempt unanswered within half the time
+/// left (at least a retry period) is abandoned and tried again at once. A renewal counts only once the holder's key,
 /// if any, is read back with its create revision.
 pub(super) async fn keep_alive(
     client: Client,
@@ -78,9 +78,11 @@ pub(super) async fn keep_alive(
             }
         };
         // One attempt may stall (a follower forwarding it to a leader that
-        // was just cut off): it is given up after a retry period, and tried
-        // again on a new stream, while the deadline allows.
-        let attempt = crate::time::deadline(sent, config.retry_period()).min(deadline);
+        // was just cut off): it is given up after half the time left (at
+        // least a retry period), and tried again on a new stream, while the
+        // deadline allows. A slow but live etcd still answers within it.
+        let bound = config.retry_period().max((deadline - sent) / 2);
+        let attempt = crate::time::deadline(sent, bound).min(deadline);
         match tokio::time::timeout_at(attempt, renewal).await {
             Ok(Ok(true)) => holder.renewed(sent),
             Ok(Ok(false)) => {
@@ -92,7 +94,7 @@ pub(super) async fn keep_alive(
                 channel = None;
             }
             Err(_) => {
-                tracing::debug!(lease, "a renewal got no answer within a retry period");
+                tracing::debug!(lease, "a renewal got no answer in time; trying again");
                 channel = None;
             }
         }

@@ -1,4 +1,4 @@
-//! The faults of a round, on one host: its member (cut off, killed, its
+//! The disruptions of a round, on one host: its member (cut off, killed, its
 //! disk frozen) or its replica (killed, stopped).
 
 use std::path::PathBuf;
@@ -10,13 +10,15 @@ use tokio::time::Instant;
 
 use crate::chaos_log::Death;
 use crate::chaos_replica::Item;
-use crate::chaos_world::{Process, Rounds, bump, reowned, shards_of, share, signal, unconverged};
+use crate::chaos_world::{
+    Process, Rounds, bump, next_random, reowned, shards_of, share, signal, unconverged,
+};
 use crate::frozen_disk::{freeze, thaw};
 use crate::members::{Member, lead, ready};
 use crate::netns::Network;
 use crate::{HOSTS, IDS, KEYS, replica_command};
 
-/// Items whose desired state changes just before each fault.
+/// Items whose desired state changes just before each disruption.
 const BUMPS: usize = 60;
 /// How long a replica may take to stop once it lost its membership.
 const STOP: Duration = Duration::from_secs(15);
@@ -25,7 +27,7 @@ const DOWN: Duration = Duration::from_secs(3);
 
 /// What a round does, to the member or the replica of one host.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Fault {
+pub(crate) enum Disruption {
     /// A follower member's host cut off: the member loses quorum while its
     /// replica still holds a lease.
     CutFollower,
@@ -44,7 +46,7 @@ pub(crate) enum Fault {
     KillReplica,
 }
 
-impl Fault {
+impl Disruption {
     fn of_round(round: usize) -> Self {
         match round % 6 {
             0 => Self::CutFollower,
@@ -71,19 +73,12 @@ pub(crate) struct Lab<'a> {
     pub(crate) replicas: Vec<Process>,
     pub(crate) kv: etcd_client::Client,
     pub(crate) items: Client<Item>,
-    /// The faults under which a replica other than the victim lost its
-    /// membership, one per loss.
-    pub(crate) collateral: Vec<Fault>,
+    /// When a replica other than the victim lost its membership, one per
+    /// loss.
+    pub(crate) collateral: Vec<String>,
 }
 
-fn next(rng: &mut u64) -> u64 {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    *rng
-}
-
-/// One round: a burst of changes, a fault on one host under churn, the
+/// One round: a burst of changes, a disruption on one host under churn, the
 /// host healed and its replica started again, its share back; then, the
 /// churn held, every key converged.
 pub(crate) async fn round(
@@ -93,34 +88,36 @@ pub(crate) async fn round(
     gate: &tokio::sync::Mutex<()>,
     measured: &mut Rounds,
 ) {
+    // A replica that lost its membership since the last round settled.
+    restart(lab, measured, &format!("before round {n}"));
     bump(&mut lab.kv, rng, BUMPS, KEYS).await;
-    // Not a wait for anything: the fault should find the burst's
+    // Not a wait for anything: the disruption should find the burst's
     // reconciles in flight.
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let fault = Fault::of_round(n);
-    let hosts = if fault.on_member() { 2 } else { 3 };
-    let victim = usize::try_from(next(rng) % hosts).unwrap();
-    let (death, took) = inflict(lab, fault, victim).await;
+    let disruption = Disruption::of_round(n);
+    let hosts = if disruption.on_member() { 2 } else { 3 };
+    let victim = usize::try_from(next_random(rng) % hosts).unwrap();
+    let (death, took) = inflict(lab, disruption, victim).await;
     measured.deaths.push(death);
-    if fault == Fault::Stop {
+    if disruption == Disruption::Stop {
         measured.handed.extend(took);
     } else {
         measured.unowned.extend(took);
     }
     let _held = gate.lock().await;
-    let what = format!("round {n} ({fault:?} on {})", HOSTS[victim]);
-    let settled = settle(lab, measured, fault, &what).await;
-    eprintln!("{what}: converged {settled:?} after the fault was healed");
+    let what = format!("round {n} ({disruption:?} on {})", HOSTS[victim]);
+    let settled = settle(lab, measured, &what).await;
+    eprintln!("{what}: converged {settled:?} after the disruption was healed");
 }
 
 /// Waits (bounded) until every replica owns its share and every key is
 /// converged, starting again, as a supervisor would, the victim and any
 /// other replica that lost its membership meanwhile (recorded).
-async fn settle(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &str) -> Duration {
+async fn settle(lab: &mut Lab<'_>, measured: &mut Rounds, what: &str) -> Duration {
     let limit = Duration::from_secs(60);
     let started = Instant::now();
     loop {
-        restart(lab, measured, fault, what);
+        restart(lab, measured, what);
         let mut shared = true;
         for id in IDS {
             shared &= shards_of(&mut lab.kv, id).await.len() == share(id, &IDS);
@@ -141,12 +138,12 @@ async fn settle(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &s
 
 /// Starts every replica that is not running: the victim, and any other
 /// that lost its membership meanwhile (counted), as a supervisor would.
-fn restart(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &str) {
+pub(crate) fn restart(lab: &mut Lab<'_>, measured: &mut Rounds, what: &str) {
     for (replica, member) in lab.replicas.iter_mut().zip(&lab.members) {
         if let Some(death) = replica.has_exited() {
             eprintln!("{what}: {} lost its membership too", replica.id);
             measured.deaths.push(death);
-            lab.collateral.push(fault);
+            lab.collateral.push(format!("{what}: {}", replica.id));
         }
         if !replica.is_started() {
             replica.start(replica_command(&member.host));
@@ -154,23 +151,31 @@ fn restart(lab: &mut Lab<'_>, measured: &mut Rounds, fault: Fault, what: &str) {
     }
 }
 
-/// Inflicts `fault` on host `victim` and heals it. Every fault ends the
+/// Inflicts `disruption` on host `victim` and heals it. Every disruption ends the
 /// host's replica (killed, stopped, or exited on losing its membership);
 /// returns its death and how long each of its shards stayed unowned (or
 /// took to be handed over).
-async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<Duration>) {
+async fn inflict(
+    lab: &mut Lab<'_>,
+    disruption: Disruption,
+    victim: usize,
+) -> (Death, Vec<Duration>) {
     let id = IDS[victim];
     let theirs = shards_of(&mut lab.kv, id).await;
     let host = lab.members[victim].host.clone();
     let since = Instant::now();
     eprintln!(
-        "{}: {fault:?} on {}",
+        "{}: {disruption:?} on {}",
         crate::chaos_replica::wall_ns(),
         HOSTS[victim]
     );
-    let (death, took) = match fault {
-        Fault::CutFollower | Fault::CutLeader => {
-            let leader = if fault == Fault::CutLeader { victim } else { 2 };
+    let (death, took) = match disruption {
+        Disruption::CutFollower | Disruption::CutLeader => {
+            let leader = if disruption == Disruption::CutLeader {
+                victim
+            } else {
+                2
+            };
             lead(&mut lab.kv, HOSTS[leader], &lab.members).await;
             lab.network.cut(&host);
             let took = reowned(&mut lab.kv, id, theirs, since).await;
@@ -178,7 +183,7 @@ async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<
             lab.network.heal(&host);
             (death, took)
         }
-        Fault::FrozenDisk => {
+        Disruption::FrozenDisk => {
             lead(&mut lab.kv, HOSTS[2], &lab.members).await;
             let disk = lab.disks.join(&host.name);
             freeze(&disk);
@@ -187,7 +192,7 @@ async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<
             thaw(&disk);
             (death, took)
         }
-        Fault::MemberRestart => {
+        Disruption::MemberRestart => {
             lab.members[victim].kill();
             let took = reowned(&mut lab.kv, id, theirs, since).await;
             let death = lab.replicas[victim].exited(STOP).await;
@@ -195,12 +200,12 @@ async fn inflict(lab: &mut Lab<'_>, fault: Fault, victim: usize) -> (Death, Vec<
             lab.members[victim].start();
             (death, took)
         }
-        Fault::Stop => {
+        Disruption::Stop => {
             signal(lab.replicas[victim].child(), "-TERM");
             let death = lab.replicas[victim].exited(STOP).await;
             (death, reowned(&mut lab.kv, id, theirs, since).await)
         }
-        Fault::KillReplica => {
+        Disruption::KillReplica => {
             let death = lab.replicas[victim].kill();
             (death, reowned(&mut lab.kv, id, theirs, since).await)
         }
