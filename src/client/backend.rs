@@ -120,6 +120,21 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// The backend's newest revision now, or `None` when it cannot tell
+    /// (the default). A controller with read-your-writes asks after a write
+    /// whose outcome is unknown ([`ClientError::Unavailable`]: say, a
+    /// create whose answer was lost with the server), and its key's next
+    /// reconcile waits until the cache has reached that revision, so that
+    /// it sees the write if it landed. Answer with one cheap request; it is
+    /// asked again while it fails.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unavailable`] when the backend cannot be read now.
+    async fn head(&self) -> Result<Option<Revision>, ClientError> {
+        Ok(None)
+    }
+
     /// The object stored under `key` now.
     ///
     /// # Errors

@@ -50,6 +50,8 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+
 pub use self::backend::{Backend, KeyOf};
 pub use self::error::ClientError;
 pub use self::fencing::{Fences, Fencing, FencingToken};
@@ -111,14 +113,33 @@ pub struct Client<O: Object> {
     hook: Option<Arc<dyn WriteHook>>,
 }
 
-/// Told how every write a client made ended: the revision it landed at, or
-/// its refusal for a stale fencing token.
+/// Told how every write a client made ended: the revision it landed at,
+/// its refusal for a stale fencing token, or that nobody knows.
 pub(crate) trait WriteHook: Send + Sync {
     /// A write landed at `revision`.
     fn wrote(&self, revision: Revision);
 
     /// A write was refused with [`ClientError::Fenced`].
     fn refused(&self);
+
+    /// A write may or may not have landed ([`ClientError::Unavailable`]);
+    /// `head` reads the backend's newest revision, which it cannot exceed.
+    fn unsure(&self, head: Arc<dyn Head>) {
+        let _ = head;
+    }
+}
+
+/// A backend's [`head`](Backend::head), its object type erased.
+pub(crate) trait Head: Send + Sync {
+    fn head(&self) -> BoxFuture<'_, Result<Option<Revision>, ClientError>>;
+}
+
+struct BackendHead<O: Object>(Arc<dyn Backend<Object = O>>);
+
+impl<O: Object> Head for BackendHead<O> {
+    fn head(&self) -> BoxFuture<'_, Result<Option<Revision>, ClientError>> {
+        self.0.head()
+    }
 }
 
 impl<O: Object> Clone for Client<O> {
@@ -163,7 +184,8 @@ impl<O: Object> Client<O> {
     }
 
     /// Tells the hook how a write ended: where it landed (`revision` of
-    /// what it returned), or that it was fenced. Every write goes through
+    /// what it returned), that it was fenced, or that its outcome is
+    /// unknown. Every write goes through
     /// here; the helpers (`modify`, the finalizers') write through the
     /// methods that call it.
     fn ended<T>(
@@ -175,6 +197,9 @@ impl<O: Object> Client<O> {
             match &written {
                 Ok(value) => hook.wrote(revision(value)),
                 Err(ClientError::Fenced { .. }) => hook.refused(),
+                Err(ClientError::Unavailable { .. }) => {
+                    hook.unsure(Arc::new(BackendHead(Arc::clone(&self.backend))));
+                }
                 Err(_) => {}
             }
         }

@@ -432,7 +432,12 @@ impl<O: Object, R: Reconciler<O>> ControllerBuilder<O, R> {
     /// no hand-written "expectations"). The key waits in flight, holding no
     /// worker; keys that did not write are not delayed. The wait is bounded
     /// by `timeout` (default 10 s): past it the key goes on anyway, counted
-    /// and logged. `None` turns it off: a reconcile may then run before the
+    /// and logged. A write whose outcome is unknown
+    /// ([`ClientError::Unavailable`](crate::client::ClientError::Unavailable):
+    /// a create whose answer was lost with the server) is waited for as if
+    /// it had landed at the backend's [head](crate::client::Backend::head),
+    /// read (and tried again) once the backend answers, within the same
+    /// bound; a backend that cannot tell its head is not waited for. `None` turns it off: a reconcile may then run before the
     /// cache shows what the last one wrote (lower latency for controllers
     /// whose writes are idempotent anyway). A zero timeout is refused.
     pub fn read_your_writes(mut self, timeout: Option<Duration>) -> Self {

@@ -46,6 +46,11 @@ impl<K: QueueKey> Gate<K> {
         self.held.lock().len()
     }
 
+    /// How long a key may be held after its reconcile ended.
+    pub(super) fn bound(&self) -> Duration {
+        self.bound
+    }
+
     pub(super) fn new(bound: Duration) -> Self {
         Self {
             bound,

@@ -52,6 +52,7 @@ mod sink;
 mod spacer;
 mod tasks;
 mod trigger;
+mod unsure;
 mod watch;
 mod worker;
 

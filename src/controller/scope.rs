@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::ControllerObserver;
-use crate::client::WriteHook;
+use crate::client::{Head, WriteHook};
 use crate::object::Revision;
 
 /// One reconcile's scope. Its token is a child of its worker's token
@@ -22,6 +22,8 @@ pub(super) struct Scope {
     worker: Arc<CancellationToken>,
     own: OnceLock<CancellationToken>,
     writes: Mutex<Vec<(usize, Revision)>>,
+    /// Per cache, the head of a backend written with an unknown outcome.
+    unsure: Mutex<Vec<(usize, Arc<dyn Head>)>>,
     /// Whether any write through its clients landed (for hot keys; with or
     /// without read-your-writes, to any type).
     wrote: AtomicBool,
@@ -37,6 +39,7 @@ impl Scope {
             worker,
             own: OnceLock::new(),
             writes: Mutex::new(Vec::new()),
+            unsure: Mutex::new(Vec::new()),
             wrote: AtomicBool::new(false),
             observer,
         }
@@ -63,6 +66,20 @@ impl Scope {
         }
     }
 
+    /// A write to the objects of cache `cache` may have landed; `head`
+    /// reads their backend's newest revision (one per cache is enough).
+    fn record_unsure(&self, cache: usize, head: Arc<dyn Head>) {
+        let mut unsure = self.unsure.lock();
+        if unsure.iter().all(|(at, _)| *at != cache) {
+            unsure.push((cache, head));
+        }
+    }
+
+    /// The writes of unknown outcome recorded so far, emptying the record.
+    pub(super) fn take_unsure(&self) -> Vec<(usize, Arc<dyn Head>)> {
+        std::mem::take(&mut *self.unsure.lock())
+    }
+
     /// Whether a write landed since the last call.
     pub(super) fn take_wrote(&self) -> bool {
         self.wrote.swap(false, Ordering::Relaxed)
@@ -81,6 +98,7 @@ impl Scope {
             Some(scope) => {
                 drop(scope.own.take());
                 scope.writes.get_mut().clear();
+                scope.unsure.get_mut().clear();
                 *scope.wrote.get_mut() = false;
             }
             None => {
@@ -123,6 +141,10 @@ impl Record {
 impl WriteHook for Record {
     fn wrote(&self, revision: Revision) {
         self.scope.record(self.cache, revision);
+    }
+
+    fn unsure(&self, head: Arc<dyn Head>) {
+        self.scope.record_unsure(self.cache, head);
     }
 
     fn refused(&self) {

@@ -114,7 +114,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// slot's handover waits for it), then ends the key or has the gate
     /// hold it.
     async fn reconcile(
-        &self,
+        self: &Arc<Self>,
         local: &mut Local<'_, O::Key>,
         handed: Handed<O::Key, Triggers>,
         claim: Option<Claim>,
@@ -131,20 +131,40 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         };
         drop(claim);
         let writes = local.scope.take_writes();
+        let unsure = local.scope.take_unsure();
         let wrote = local.scope.take_wrote();
         Scope::recycle(&mut local.scope);
         let spacing = self.heat(&handed, wrote, ended);
-        let key = match (spacing, &self.spacer) {
-            // Read-your-writes waits after the spacing, if still needed.
-            (Some(spacing), Some(spacer)) => {
-                let until = crate::time::deadline(ended, spacing);
-                spacer.hold(handed.key, writes, until)
-            }
-            _ => self.hold_for_writes(handed.key, writes, local.caches.revisions(), ended),
+        let key = if unsure.is_empty() {
+            self.end_or_hold(handed.key, writes, spacing, ended, local.caches.revisions())
+        } else {
+            let revisions = local.caches.revisions();
+            self.hold_for_heads(handed.key, writes, unsure, spacing, ended, revisions);
+            None
         };
         local
             .pace
             .finished(&mut local.batch, key, started, ended, waited);
+    }
+
+    /// The key to end now, or `None` while it is spaced (hot) or held until
+    /// the caches show `writes` (read-your-writes).
+    pub(super) fn end_or_hold(
+        &self,
+        key: O::Key,
+        writes: Vec<(usize, crate::object::Revision)>,
+        spacing: Option<Duration>,
+        ended: Instant,
+        revisions: &[tokio::sync::watch::Receiver<crate::object::Revision>],
+    ) -> Option<O::Key> {
+        match (spacing, &self.spacer) {
+            // Read-your-writes waits after the spacing, if still needed.
+            (Some(spacing), Some(spacer)) => {
+                let until = crate::time::deadline(ended, spacing);
+                spacer.hold(key, writes, until)
+            }
+            _ => self.hold_for_writes(key, writes, revisions, ended),
+        }
     }
 
     /// After a reconcile of `handed` that `wrote`: whether its key is hot,

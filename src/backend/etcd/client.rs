@@ -113,6 +113,16 @@ where
         &self.shared.name
     }
 
+    /// The source's [head](Source::head): the header of a one-key get.
+    async fn head(&self) -> Result<Option<Revision>, ClientError> {
+        let source = EtcdSource {
+            shared: Arc::clone(&self.shared),
+        };
+        Source::head(&source)
+            .await
+            .map_err(|error| self.unavailable(error))
+    }
+
     async fn get(&self, key: &O::Key) -> Result<Option<O>, ClientError> {
         let etcd_key = self.etcd_key(key)?;
         let mut kv = self.shared.client.kv_client();

@@ -173,6 +173,13 @@ where
         Source::name(&self.source)
     }
 
+    /// The source's [head](Source::head): a list of at most one object.
+    async fn head(&self) -> Result<Option<Revision>, ClientError> {
+        Source::head(&self.source)
+            .await
+            .map_err(|error| self.list_error(error))
+    }
+
     async fn get(&self, key: &ObjectKey) -> Result<Option<K>, ClientError> {
         match self.endpoint().get(&key.namespace, &key.name).await {
             Ok(Some(object)) => self.written(object).map(Some),

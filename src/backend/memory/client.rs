@@ -133,6 +133,10 @@ impl<O: Object> Backend for MemoryBackend<O> {
         Ok(self.store.get(key))
     }
 
+    async fn head(&self) -> Result<Option<Revision>, ClientError> {
+        Ok(Some(self.store.revision()))
+    }
+
     async fn list(&self) -> Result<Snapshot<O>, ClientError> {
         Ok(self.store.snapshot())
     }
