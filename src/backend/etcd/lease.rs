@@ -17,7 +17,8 @@ pub(super) struct Held {
     /// When the request of the last successful renewal was sent.
     pub(super) renewed: Instant,
     /// A key that must still exist with this create revision (the leader's
-    /// key), read back after each renewal.
+    /// key, a member's record), read back after each renewal: a renewal
+    /// counts only once etcd also served that linearizable read.
     pub(super) key: Option<(Vec<u8>, FencingToken)>,
 }
 

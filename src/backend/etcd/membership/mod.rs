@@ -62,7 +62,10 @@ struct Session {
 /// successful renewal plus the
 /// [`renew_deadline`](ElectionConfig::renew_deadline), on the monotonic
 /// clock — strictly before its lease can expire for the others; at once
-/// when etcd reports the lease gone.
+/// when etcd reports the lease gone. A renewal counts only once the member
+/// record is also read back (a linearizable read): a member whose etcd
+/// cannot serve reads (a frozen disk still forwards keep-alives) gives its
+/// shards up rather than holding keys it cannot reconcile.
 ///
 /// [`members`](Membership::members) lists `{prefix}/members/` and watches
 /// it from the list's revision (listing again after a compaction or a

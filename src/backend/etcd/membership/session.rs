@@ -9,13 +9,19 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{EtcdMembership, Session, Status};
+use crate::client::FencingToken;
+use crate::etcd::fence::token_of;
 use crate::etcd::lease::{Held, Holder, keep_alive, revoke_quietly};
 use crate::shard::MembershipError;
 
-/// A session's status and lease, for the lease's keeper.
+/// A session's status and lease, for the lease's keeper, and its member
+/// record (key, create revision): read back after each renewal, so that a
+/// member whose etcd cannot serve a linearizable read (a frozen disk, a
+/// lost quorum) stops renewing and gives its shards up in time.
 struct Member {
     status: Arc<watch::Sender<Status>>,
     lease: i64,
+    record: (Vec<u8>, FencingToken),
 }
 
 impl Member {
@@ -37,7 +43,7 @@ impl Holder for Member {
         let session = status.session.as_ref().filter(|s| s.lease == self.lease)?;
         Some(Held {
             renewed: session.renewed,
-            key: None,
+            key: Some(self.record.clone()),
         })
     }
 
@@ -53,6 +59,16 @@ impl Holder for Member {
     fn expired(&self) {
         self.change(|session| session.take().is_some());
     }
+}
+
+/// The create revision of the record a put wrote: the record it replaced
+/// kept its own (a member joining again before its old lease expired).
+fn created(put: &etcd_client::PutResponse) -> Option<FencingToken> {
+    let revision = match put.prev_key() {
+        Some(previous) => previous.create_revision(),
+        None => put.header()?.revision(),
+    };
+    token_of(revision)
 }
 
 impl EtcdMembership {
@@ -79,13 +95,19 @@ impl EtcdMembership {
         let put = kv.put(
             self.member_key(),
             inner.id.as_str(),
-            Some(PutOptions::new().with_lease(lease)),
+            Some(PutOptions::new().with_lease(lease).with_prev_key()),
         );
-        if let Err(error) = self.timed(put).await {
-            let mut leases = inner.client.lease_client();
-            revoke_quietly(&mut leases, lease, &inner.config).await;
-            return Err(self.backend(error));
-        }
+        let record = match self.timed(put).await.map(|put| created(&put)) {
+            Ok(Some(token)) => (self.member_key().into_bytes(), token),
+            failed => {
+                let mut leases = inner.client.lease_client();
+                revoke_quietly(&mut leases, lease, &inner.config).await;
+                return Err(match failed {
+                    Err(error) => self.backend(error),
+                    Ok(_) => self.backend("the member record's put had no revision"),
+                });
+            }
+        };
         inner.status.send_replace(Status {
             session: Some(Session {
                 lease,
@@ -100,6 +122,7 @@ impl EtcdMembership {
             Member {
                 status: Arc::clone(&inner.status),
                 lease,
+                record,
             },
         ));
         *inner.keeper.lock() = Some(AbortOnDropHandle::new(keeper));
