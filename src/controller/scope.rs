@@ -11,6 +11,15 @@ use super::ControllerObserver;
 use crate::client::{Head, WriteHook};
 use crate::object::Revision;
 
+/// A reconcile's writes, for read-your-writes: per cache, the highest
+/// revision written; and per cache written with an unknown outcome, its
+/// backend's head (one is enough).
+#[derive(Default)]
+pub(super) struct Writes {
+    pub(super) landed: Vec<(usize, Revision)>,
+    pub(super) unsure: Vec<(usize, Arc<dyn Head>)>,
+}
+
 /// One reconcile's scope. Its token is a child of its worker's token
 /// (cancelled at the controller's hard stop and on lost leadership), made
 /// only when the reconcile asks for it, since making one takes a lock on the
@@ -21,9 +30,7 @@ use crate::object::Revision;
 pub(super) struct Scope {
     worker: Arc<CancellationToken>,
     own: OnceLock<CancellationToken>,
-    writes: Mutex<Vec<(usize, Revision)>>,
-    /// Per cache, the head of a backend written with an unknown outcome.
-    unsure: Mutex<Vec<(usize, Arc<dyn Head>)>>,
+    writes: Mutex<Writes>,
     /// Whether any write through its clients landed (for hot keys; with or
     /// without read-your-writes, to any type).
     wrote: AtomicBool,
@@ -38,8 +45,7 @@ impl Scope {
         Self {
             worker,
             own: OnceLock::new(),
-            writes: Mutex::new(Vec::new()),
-            unsure: Mutex::new(Vec::new()),
+            writes: Mutex::new(Writes::default()),
             wrote: AtomicBool::new(false),
             observer,
         }
@@ -59,25 +65,20 @@ impl Scope {
     /// The reconcile wrote `revision` to the objects of cache `cache`.
     fn record(&self, cache: usize, revision: Revision) {
         self.wrote.store(true, Ordering::Relaxed);
-        let mut writes = self.writes.lock();
-        match writes.iter_mut().find(|(at, _)| *at == cache) {
+        let landed = &mut self.writes.lock().landed;
+        match landed.iter_mut().find(|(at, _)| *at == cache) {
             Some((_, highest)) => *highest = (*highest).max(revision),
-            None => writes.push((cache, revision)),
+            None => landed.push((cache, revision)),
         }
     }
 
     /// A write to the objects of cache `cache` may have landed; `head`
-    /// reads their backend's newest revision (one per cache is enough).
+    /// reads their backend's newest revision.
     fn record_unsure(&self, cache: usize, head: Arc<dyn Head>) {
-        let mut unsure = self.unsure.lock();
+        let unsure = &mut self.writes.lock().unsure;
         if unsure.iter().all(|(at, _)| *at != cache) {
             unsure.push((cache, head));
         }
-    }
-
-    /// The writes of unknown outcome recorded so far, emptying the record.
-    pub(super) fn take_unsure(&self) -> Vec<(usize, Arc<dyn Head>)> {
-        std::mem::take(&mut *self.unsure.lock())
     }
 
     /// Whether a write landed since the last call.
@@ -86,7 +87,7 @@ impl Scope {
     }
 
     /// The writes recorded so far, emptying the record.
-    pub(super) fn take_writes(&self) -> Vec<(usize, Revision)> {
+    pub(super) fn take_writes(&self) -> Writes {
         std::mem::take(&mut *self.writes.lock())
     }
 
@@ -97,8 +98,9 @@ impl Scope {
         match Arc::get_mut(slot) {
             Some(scope) => {
                 drop(scope.own.take());
-                scope.writes.get_mut().clear();
-                scope.unsure.get_mut().clear();
+                let writes = scope.writes.get_mut();
+                writes.landed.clear();
+                writes.unsure.clear();
                 *scope.wrote.get_mut() = false;
             }
             None => {

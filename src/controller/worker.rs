@@ -21,7 +21,7 @@ use super::last_states::LastStates;
 use super::ownership::{Claim, Claimed};
 use super::pace::Pace;
 use super::reads::{Recording, Tracker};
-use super::scope::Scope;
+use super::scope::{Scope, Writes};
 use super::settle::Report;
 use super::sink::Enqueue;
 use super::spacer::Spacer;
@@ -130,16 +130,15 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             Err(panic) => self.recover(&handed, &*panic),
         };
         drop(claim);
-        let writes = local.scope.take_writes();
-        let unsure = local.scope.take_unsure();
+        let Writes { landed, unsure } = local.scope.take_writes();
         let wrote = local.scope.take_wrote();
         Scope::recycle(&mut local.scope);
         let spacing = self.heat(&handed, wrote, ended);
         let key = if unsure.is_empty() {
-            self.end_or_hold(handed.key, writes, spacing, ended, local.caches.revisions())
+            self.end_or_hold(handed.key, landed, spacing, ended, local.caches.revisions())
         } else {
             let revisions = local.caches.revisions();
-            self.hold_for_heads(handed.key, writes, unsure, spacing, ended, revisions);
+            self.hold_for_heads(handed.key, landed, unsure, spacing, ended, revisions);
             None
         };
         local

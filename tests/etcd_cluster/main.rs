@@ -32,6 +32,9 @@ mod chaos_replica;
 #[path = "../support/chaos_world.rs"]
 mod chaos_world;
 
+#[path = "../support/command.rs"]
+mod command;
+
 #[path = "../support/frozen_disk.rs"]
 mod frozen_disk;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::chaos_history::History;
 use crate::chaos_log::parse_logs;
 use crate::chaos_replica::{items, shards};
-use crate::chaos_world::{Process, Rounds, check, churn, converge, seed};
+use crate::chaos_world::{Process, Rounds, check, churn, converge, revision_now, seed};
 use crate::disruptions::{Lab, round};
 use crate::members::{Member, ready};
 use crate::netns::{Host, Network};
@@ -76,14 +76,7 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
             .filter(|r| r.is_started())
             .map(Process::kill),
     );
-    let end = lab
-        .kv
-        .get("/", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
+    let end = revision_now(&mut lab.kv).await;
     let history = history.until(end).await;
     let reconciles = parse_logs(&lives, &measured.deaths);
     // The lease expires at the leader the others reach; after a leader's

@@ -158,13 +158,7 @@ async fn sharded_processes_survive_kills_and_blackholes_without_overlap_or_stale
     measured
         .deaths
         .extend(replicas.iter_mut().map(|r| r.process.kill()));
-    let end = kv
-        .get("/", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
+    let end = revision_now(&mut kv).await;
     let history = history.until(end).await;
     let reconciles = parse_logs(dir.path(), &measured.deaths);
     // Lease + 1 s: the lease expires, and the others' next acquisition

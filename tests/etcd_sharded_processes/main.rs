@@ -42,7 +42,8 @@ use chaos_history::History;
 use chaos_log::{Death, parse_logs};
 use chaos_replica::{Item, items, run_replica, shards, timing};
 use chaos_world::{
-    Process, Rounds, bump, check, churn, converge, owns_its_share, reowned, seed, shards_of, signal,
+    Process, Rounds, bump, check, churn, converge, owns_its_share, reowned, revision_now, seed,
+    shards_of, signal,
 };
 use support::{client, server};
 

@@ -30,16 +30,22 @@ impl Source for FlakyWatch {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn repeated_watch_failures_lead_to_a_relist() {
-    let store = seeded(&["a"]);
-    let informer = Informer::builder(FlakyWatch {
+/// An informer over `store` whose first three watches fail, after which
+/// it lists again.
+fn relisting_after_three_failures(store: &MemoryStore<Pod>) -> Informer<Pod> {
+    Informer::builder(FlakyWatch {
         store: store.clone(),
         failures: AtomicU32::new(3),
     })
     .max_watch_failures(NonZeroU32::new(3).unwrap())
     .build()
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn repeated_watch_failures_lead_to_a_relist() {
+    let store = seeded(&["a"]);
+    let informer = relisting_after_three_failures(&store);
     let running = Running::start(&informer);
     within("sync", STEP, informer.wait_synced(STEP))
         .await
@@ -64,13 +70,7 @@ async fn repeated_watch_failures_lead_to_a_relist() {
 #[tokio::test(start_paused = true)]
 async fn a_relist_delivers_its_deletions_before_its_other_changes() {
     let store = seeded(&["a", "c"]);
-    let informer = Informer::builder(FlakyWatch {
-        store: store.clone(),
-        failures: AtomicU32::new(3),
-    })
-    .max_watch_failures(NonZeroU32::new(3).unwrap())
-    .build()
-    .unwrap();
+    let informer = relisting_after_three_failures(&store);
     let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
     let record = std::sync::Arc::clone(&seen);
     let _subscription = informer.subscribe(move |event: &tend::Event<Pod>| {

@@ -48,6 +48,12 @@ fn name(index: u64) -> String {
     format!("item-{index:05}")
 }
 
+/// etcd's revision now (the end of a run's history).
+pub async fn revision_now(kv: &mut etcd_client::Client) -> i64 {
+    let answer = kv.get("/", None).await.expect("etcd answers");
+    answer.header().expect("a header").revision()
+}
+
 /// Writes `keys` items; returns the revision after the last.
 pub async fn seed(kv: &mut etcd_client::Client, keys: usize) -> i64 {
     let mut revision = 0;

@@ -5,7 +5,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
+use super::command::run;
 
 /// A mounted loop file system; unmounted (thawed first) and its image
 /// removed when dropped.
@@ -13,23 +14,6 @@ use std::process::{Command, Stdio};
 pub struct Disk {
     image: PathBuf,
     mount: PathBuf,
-}
-
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let output = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{program} {}: {e}", args.join(" ")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
 }
 
 fn text(path: &Path) -> &str {

@@ -12,7 +12,9 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use super::command::run;
 
 /// One host: a namespace and its address on the bridge.
 #[derive(Debug, Clone)]
@@ -45,22 +47,9 @@ pub struct Network {
     owned: bool,
 }
 
-/// Runs `ip` with `args`; the error names the command and what it printed.
+/// Runs `ip` with `args`.
 fn ip(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
+    run("ip", args)
 }
 
 impl Network {
