@@ -99,7 +99,7 @@ fn removed<O: Object>(object: &O) -> bool {
 #[error("this object type has no finalizers (`Object::finalizer_names` is `None`)")]
 struct NoFinalizers;
 
-impl<O: Object + PartialEq> Client<O> {
+impl<O: Object> Client<O> {
     /// Adds the finalizer `name` to the object under `key` unless it has
     /// it (then [`Effect::Unchanged`](super::Effect::Unchanged), nothing
     /// written); retries on conflict as [`modify`](Self::modify).
@@ -115,12 +115,15 @@ impl<O: Object + PartialEq> Client<O> {
     /// Dropping the future may or may not have written the object.
     pub async fn add_finalizer(&self, key: &O::Key, name: &str) -> Result<Written<O>, ClientError> {
         let written = self
-            .modify(key, |object| {
-                if let Some(finalizers) = object.finalizer_names_mut()
-                    && !finalizers.iter().any(|f| f == name)
-                {
+            .modify_if(key, |object| {
+                let Some(finalizers) = object.finalizer_names_mut() else {
+                    return false;
+                };
+                let missing = !finalizers.iter().any(|f| f == name);
+                if missing {
                     finalizers.push(name.to_owned());
                 }
+                missing
             })
             .await?;
         if written.object.finalizer_names().is_none() {
@@ -151,7 +154,7 @@ impl<O: Object + PartialEq> Client<O> {
         name: &str,
     ) -> Result<Option<O>, ClientError> {
         let written = self
-            .modify(key, |object| {
+            .modify_if(key, |object| {
                 // Only when present: a type whose list is optional (a
                 // Kubernetes object's) must not read as changed.
                 let present = object
@@ -160,6 +163,7 @@ impl<O: Object + PartialEq> Client<O> {
                 if let Some(finalizers) = object.finalizer_names_mut().filter(|_| present) {
                     finalizers.retain(|f| f != name);
                 }
+                present
             })
             .await;
         match written {

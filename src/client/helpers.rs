@@ -74,6 +74,59 @@ pub struct Written<O> {
     pub effect: Effect,
 }
 
+impl<O: Object> Client<O> {
+    /// [`modify`](Self::modify) for objects that cannot be compared:
+    /// `change` says whether it changed the object (a metadata-only
+    /// Kubernetes object's finalizers are written through it).
+    pub(crate) async fn modify_if(
+        &self,
+        key: &O::Key,
+        mut change: impl FnMut(&mut O) -> bool + Send,
+    ) -> Result<Written<O>, ClientError> {
+        for _ in 0..self.attempts.get() {
+            let current = self
+                .get(key)
+                .await?
+                .ok_or_else(|| ClientError::not_found(key))?;
+            match self.update_changed(current, &mut change).await {
+                Err(error) if error.is_conflict() => {}
+                written => return written,
+            }
+        }
+        Err(self.exhausted(key))
+    }
+
+    /// Writes `current` as `change` leaves it, if it says it changed it.
+    async fn update_changed(
+        &self,
+        current: O,
+        change: &mut (impl FnMut(&mut O) -> bool + Send),
+    ) -> Result<Written<O>, ClientError> {
+        let mut next = current.clone();
+        let changed = change(&mut next);
+        keeps_key(&current, &next)?;
+        if !changed {
+            return Ok(Written {
+                object: current,
+                effect: Effect::Unchanged,
+            });
+        }
+        next.set_version(current.version());
+        let object = self.update(next).await?;
+        Ok(Written {
+            object,
+            effect: Effect::Updated,
+        })
+    }
+
+    fn exhausted(&self, key: &O::Key) -> ClientError {
+        ClientError::TooManyConflicts {
+            key: format!("{key:?}"),
+            attempts: self.attempts.get(),
+        }
+    }
+}
+
 impl<O: Object + PartialEq> Client<O> {
     /// Reads the object under `key`, applies `change` to it and writes it
     /// back if it changed; on a conflict (someone wrote in between) reads
@@ -103,17 +156,7 @@ impl<O: Object + PartialEq> Client<O> {
         key: &O::Key,
         mut change: impl FnMut(&mut O) + Send,
     ) -> Result<Written<O>, ClientError> {
-        for _ in 0..self.attempts.get() {
-            let current = self
-                .get(key)
-                .await?
-                .ok_or_else(|| ClientError::not_found(key))?;
-            match self.update_changed(current, &mut change).await {
-                Err(error) if error.is_conflict() => {}
-                written => return written,
-            }
-        }
-        Err(self.exhausted(key))
+        self.modify_if(key, compared(&mut change)).await
     }
 
     /// Makes the object stored under `object`'s key what `mutate` says:
@@ -143,7 +186,10 @@ impl<O: Object + PartialEq> Client<O> {
         let key = object.key();
         for _ in 0..self.attempts.get() {
             let written = match self.get(&key).await? {
-                Some(current) => self.update_changed(current, &mut mutate).await,
+                Some(current) => {
+                    self.update_changed(current, &mut compared(&mut mutate))
+                        .await
+                }
                 None => self.create_mutated(object.clone(), &mut mutate).await,
             };
             match written {
@@ -156,28 +202,6 @@ impl<O: Object + PartialEq> Client<O> {
     }
 
     /// Applies `change` to `current` and writes the result if it differs.
-    async fn update_changed(
-        &self,
-        current: O,
-        change: &mut (impl FnMut(&mut O) + Send),
-    ) -> Result<Written<O>, ClientError> {
-        let mut next = current.clone();
-        change(&mut next);
-        keeps_key(&current, &next)?;
-        next.set_version(current.version());
-        if next == current {
-            return Ok(Written {
-                object: current,
-                effect: Effect::Unchanged,
-            });
-        }
-        let object = self.update(next).await?;
-        Ok(Written {
-            object,
-            effect: Effect::Updated,
-        })
-    }
-
     /// Applies `mutate` to `object` and creates the result.
     async fn create_mutated(
         &self,
@@ -193,12 +217,18 @@ impl<O: Object + PartialEq> Client<O> {
             effect: Effect::Created,
         })
     }
+}
 
-    fn exhausted(&self, key: &O::Key) -> ClientError {
-        ClientError::TooManyConflicts {
-            key: format!("{key:?}"),
-            attempts: self.attempts.get(),
-        }
+/// `change`, telling whether it changed the object it was given (its
+/// version aside, which it cannot change).
+fn compared<O: Object + PartialEq>(
+    change: &mut (impl FnMut(&mut O) + Send),
+) -> impl FnMut(&mut O) -> bool + Send {
+    move |next| {
+        let before = next.clone();
+        change(next);
+        next.set_version(before.version());
+        *next != before
     }
 }
 

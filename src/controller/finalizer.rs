@@ -166,7 +166,7 @@ pub async fn finalizer<O, E, F, Fut>(
     handle: F,
 ) -> Result<Action, FinalizerError<E>>
 where
-    O: Object + PartialEq,
+    O: Object,
     E: std::error::Error + 'static,
     F: FnOnce(Finalize<O>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
@@ -218,7 +218,7 @@ struct Finalized<'a, O: Object> {
     key: &'a O::Key,
 }
 
-impl<O: Object + PartialEq> Finalized<'_, O> {
+impl<O: Object> Finalized<'_, O> {
     /// `object` with the finalizer, added if missing; `None` when the
     /// object went or began its deletion without it meanwhile.
     async fn guarded<E: std::error::Error + 'static>(

@@ -54,6 +54,15 @@ where
         }
     }
 
+    /// What a client of metadata-only objects cannot do: write what they
+    /// lack (a create would make an object without its spec).
+    fn metadata_only(&self, operation: &'static str) -> ClientError {
+        ClientError::Unsupported {
+            backend: self.name().to_owned(),
+            operation,
+        }
+    }
+
     /// The object as the server returned it, its revision checked.
     fn written(&self, object: K) -> Result<K, ClientError> {
         revision_of(&object).map_err(|error| ClientError::invalid(&key_of(&object), error))?;
@@ -146,6 +155,9 @@ where
         status: bool,
     ) -> Result<K, ClientError> {
         let (key, expected) = (key_of(&object), object.version());
+        if status && K::metadata_api() {
+            return Err(self.metadata_only("writing the status of a metadata-only object"));
+        }
         // No version would make Kubernetes write unconditionally.
         if expected == Revision::ZERO {
             return Err(self.conflict(&key, expected).await);
@@ -196,6 +208,9 @@ where
     }
 
     async fn create(&self, mut object: K, token: Option<FencingToken>) -> Result<K, ClientError> {
+        if K::metadata_api() {
+            return Err(self.metadata_only("creating an object from its metadata only"));
+        }
         let key = key_of(&object);
         // A create names no version; the server refuses one that does.
         object.set_version(Revision::ZERO);

@@ -2,11 +2,13 @@
 //! the source and the client make, through kube-rs's request builder and
 //! client (auth, TLS, kubeconfig and encoding are kube-rs's).
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
 use either::Either;
 use futures::Stream;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     DeleteParams, GetParams, ListParams, ObjectList, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
@@ -15,6 +17,7 @@ use kube::core::{Request, Status};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::json;
 
 /// What tend needs of a kube-rs resource type to list, watch and write it.
 ///
@@ -107,8 +110,13 @@ where
     }
 
     pub(crate) async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<K>> {
-        let request = tagged(self.scope().list(params), "list")?;
-        self.client.request(request).await
+        let scope = self.scope();
+        let request = if K::metadata_api() {
+            scope.list_metadata(params)
+        } else {
+            scope.list(params)
+        };
+        self.client.request(tagged(request, "list")?).await
     }
 
     pub(crate) async fn watch(
@@ -116,17 +124,26 @@ where
         params: &WatchParams,
         version: &str,
     ) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<K>>> + use<K>> {
-        let request = tagged(self.scope().watch(params, version), "watch")?;
-        self.client.request_events::<K>(request).await
+        let scope = self.scope();
+        let request = if K::metadata_api() {
+            scope.watch_metadata(params, version)
+        } else {
+            scope.watch(params, version)
+        };
+        self.client
+            .request_events::<K>(tagged(request, "watch")?)
+            .await
     }
 
     /// The object `name` in `namespace`, or `None`.
     pub(crate) async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<K>> {
-        let request = tagged(
-            self.within(namespace).get(name, &GetParams::default()),
-            "get",
-        )?;
-        match self.client.request(request).await {
+        let (within, params) = (self.within(namespace), GetParams::default());
+        let request = if K::metadata_api() {
+            within.get_metadata(name, &params)
+        } else {
+            within.get(name, &params)
+        };
+        match self.client.request(tagged(request, "get")?).await {
             Err(error) if is_missing(&error, name) => Ok(None),
             result => result.map(Some),
         }
@@ -140,11 +157,18 @@ where
     }
 
     /// Replaces the object (the server checks `metadata.resourceVersion`);
-    /// `status`: its status subresource instead.
+    /// `status`: its status subresource instead. A metadata-only object
+    /// replaces only the metadata a client may write ([`metadata_patch`]):
+    /// a `PUT` of it would empty the rest of the object.
     pub(crate) async fn replace(&self, object: &K, status: bool) -> kube::Result<K> {
         let meta = object.meta();
         let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
         let (within, name) = (self.within(namespace.unwrap_or("")), name.unwrap_or(""));
+        if K::metadata_api() && !status {
+            let patch = Patch::<()>::Json(metadata_patch(meta));
+            let request = within.patch_metadata(name, &PatchParams::default(), &patch);
+            return self.client.request(tagged(request, "patch")?).await;
+        }
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
         let params = PostParams::default();
         let request = if status {
@@ -170,14 +194,57 @@ where
         self.client.request_status(request).await
     }
 
-    /// Server-side apply of `object` by `manager`.
+    /// Server-side apply of `object` by `manager`. A metadata-only object
+    /// is applied as its kind (the server's answer names the kind
+    /// `PartialObjectMetadata`, which apply refuses).
     pub(crate) async fn apply(&self, object: &K, params: &PatchParams) -> kube::Result<K> {
         let meta = object.meta();
         let within = self.within(meta.namespace.as_deref().unwrap_or(""));
         let name = meta.name.as_deref().unwrap_or("");
-        let request = tagged(within.patch(name, params, &Patch::Apply(object)), "apply")?;
-        self.client.request(request).await
+        let request = if K::metadata_api() {
+            let body = json!({
+                "apiVersion": K::api_version(&self.dyntype),
+                "kind": K::kind(&self.dyntype),
+                "metadata": meta,
+            });
+            within.patch_metadata(name, params, &Patch::Apply(body))
+        } else {
+            within.patch(name, params, &Patch::Apply(object))
+        };
+        self.client.request(tagged(request, "apply")?).await
     }
+}
+
+/// A JSON patch that sets what a client may write of an object's metadata
+/// (labels, annotations, finalizers, owner references) to `meta`'s, on
+/// the condition of its `resourceVersion`: an update of a metadata-only
+/// object, which leaves the rest of the object as it is.
+pub(crate) fn metadata_patch(meta: &ObjectMeta) -> json_patch::Patch {
+    let set = |field: &str, value: serde_json::Value| {
+        json_patch::PatchOperation::Add(json_patch::AddOperation {
+            path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", field]),
+            value,
+        })
+    };
+    let (none, empty) = (BTreeMap::new(), Vec::new());
+    json_patch::Patch(vec![
+        // The server refuses the patched object with `409 Conflict` when
+        // this is not the stored version, as it refuses a `PUT`.
+        set("resourceVersion", json!(meta.resource_version)),
+        set("labels", json!(meta.labels.as_ref().unwrap_or(&none))),
+        set(
+            "annotations",
+            json!(meta.annotations.as_ref().unwrap_or(&none)),
+        ),
+        set(
+            "finalizers",
+            json!(meta.finalizers.as_ref().unwrap_or(&empty)),
+        ),
+        set(
+            "ownerReferences",
+            json!(meta.owner_references.as_deref().unwrap_or_default()),
+        ),
+    ])
 }
 
 /// Whether `error` says the object `name` does not exist: a `404` about

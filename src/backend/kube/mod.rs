@@ -117,6 +117,7 @@ mod object;
 mod owner;
 mod selector;
 mod source;
+mod streaming;
 
 /// k8s-openapi, as tend is built with it (Kubernetes API `v1_36`): use it
 /// instead of a dependency of your own (see "Versions").
@@ -134,3 +135,4 @@ pub use self::events::{
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};
 pub use self::source::KubeSource;
+pub use self::streaming::ListMode;

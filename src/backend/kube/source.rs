@@ -10,6 +10,7 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 
 use super::endpoint::{Endpoint, KubeResource, status_code};
 use super::object::{key_of, parse_revision, revision_of};
+use super::streaming::{ListMode, Streaming};
 use crate::client::Fences;
 use crate::object::Revision;
 use crate::source::{Change, Snapshot, Source, SourceError, WatchStream};
@@ -30,10 +31,18 @@ const LIST_RESTARTS: u32 = 3;
 /// kube-rs resource (k8s-openapi types, `CustomResource` types), in every
 /// namespace or one, with label and field selectors.
 ///
-/// - [`list`](Source::list) reads in pages ([`page_size`](Self::page_size),
-///   default 500) of one consistent snapshot: its revision is the first
+/// - [`list`](Source::list) reads one consistent snapshot, by default
+///   through the watch stream ([`ListMode::Streaming`]: the objects one
+///   event at a time, its revision the bookmark's that ends them), else,
+///   or where the server does not stream, in pages
+///   ([`page_size`](Self::page_size), default 500; its revision the first
 ///   page's `resourceVersion`; a snapshot compacted between pages starts
-///   the list over.
+///   the list over).
+/// - A source of `PartialObjectMeta<K>` (kube-rs's metadata-only form of
+///   any resource `K`) asks the server for metadata only, in lists,
+///   watches and reads: its cache holds names, labels, annotations,
+///   owners and finalizers, not specs. Its [client](Self::client) writes
+///   only metadata (see [`KubeSource::client`]).
 /// - [`watch(R)`](Source::watch) watches from `resourceVersion` `R` with
 ///   bookmarks, which become [`Change::Bookmark`]s; a `410 Gone` (the
 ///   history before `R` is compacted, or older than the server's watch
@@ -66,6 +75,7 @@ pub struct KubeSource<K: KubeResource> {
     labels: Option<String>,
     fields: Option<String>,
     page_size: NonZeroU32,
+    streaming: Streaming,
 }
 
 impl<K: KubeResource> KubeSource<K>
@@ -109,7 +119,16 @@ where
             labels: None,
             fields: None,
             page_size: NonZeroU32::new(DEFAULT_PAGE_SIZE).expect("500 is not zero"),
+            streaming: Streaming::new(ListMode::default()),
         }
+    }
+
+    /// How lists are made (default [`ListMode::Streaming`], which falls
+    /// back to pages where the server does not stream).
+    #[must_use]
+    pub fn list_mode(mut self, mode: ListMode) -> Self {
+        self.streaming = Streaming::new(mode);
+        self
     }
 
     /// Only objects whose labels match `selector` (`app=web,tier!=db`).
@@ -127,7 +146,15 @@ where
         self
     }
 
-    /// Objects per list page (default 500).
+    /// Whether the next list goes through the watch stream: the mode is
+    /// [`ListMode::Streaming`] and the server has not been found unable
+    /// to stream.
+    #[must_use]
+    pub fn streams_lists(&self) -> bool {
+        self.streaming.wanted()
+    }
+
+    /// Objects per list page (default 500), where lists are paged.
     #[must_use]
     pub fn page_size(mut self, size: NonZeroU32) -> Self {
         self.page_size = size;
@@ -144,6 +171,16 @@ where
 
     /// A client writing to the same API server, unfenced (see the
     /// [module docs](super) on fencing).
+    ///
+    /// The client of a metadata-only source (`PartialObjectMeta<K>`) reads
+    /// metadata; its [`update`](crate::client::Client::update) patches the
+    /// labels, annotations, finalizers and owner references (on the
+    /// condition of the object's `resourceVersion`, as a full update) and
+    /// leaves the rest of the object as it is; its `apply` applies them;
+    /// its `create` and `update_status` fail with
+    /// [`ClientError::Unsupported`](crate::client::ClientError::Unsupported).
+    /// A reconcile that needs the whole object reads it live through a
+    /// client of `K` (`KubeSource::<K>::all(client).client().get(key)`).
     #[must_use]
     pub fn client(&self) -> crate::client::Client<K> {
         super::client::client(self.clone(), None)
@@ -226,6 +263,14 @@ where
     }
 
     async fn list(&self) -> Result<Snapshot<K>, SourceError> {
+        if self.streaming.wanted() {
+            let streamed = self
+                .streaming
+                .list(&self.endpoint, self.watch_params(), WATCH_IDLE);
+            if let Some(snapshot) = streamed.await? {
+                return Ok(snapshot);
+            }
+        }
         for _ in 0..LIST_RESTARTS {
             if let Some(snapshot) = self.list_once().await? {
                 return Ok(snapshot);
@@ -353,6 +398,7 @@ where
             labels: self.labels.clone(),
             fields: self.fields.clone(),
             page_size: self.page_size,
+            streaming: self.streaming.clone(),
         }
     }
 }
@@ -364,6 +410,7 @@ impl<K: KubeResource> fmt::Debug for KubeSource<K> {
             .field("labels", &self.labels)
             .field("fields", &self.fields)
             .field("page_size", &self.page_size)
+            .field("list_mode", &self.streaming.mode())
             .finish_non_exhaustive()
     }
 }

@@ -1,0 +1,178 @@
+//! `KubeSource`'s lists on a real API server: through the watch stream
+//! (WatchList) where the server streams, in pages where it does not.
+
+#[path = "support/kube.rs"]
+mod kube_support;
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, VersionMatch};
+use kube_support::{config_map, fresh};
+use support::within;
+use tend::kube::{KubeSource, ListMode};
+use tend::testing::kube::ControlPlane;
+use tend::{Object, ObjectKey, Source};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// What the server stores at revision `at`: name → resourceVersion.
+async fn stored_at(client: &kube::Client, ns: &str, at: u64) -> BTreeMap<String, String> {
+    let params = ListParams::default()
+        .at(&at.to_string())
+        .matching(VersionMatch::Exact);
+    let maps = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&params)
+        .await
+        .expect("a list at the snapshot's revision");
+    maps.items
+        .into_iter()
+        .map(|m| {
+            (
+                m.key().name,
+                m.metadata.resource_version.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn versions(objects: &[ConfigMap]) -> BTreeMap<String, String> {
+    objects
+        .iter()
+        .map(|m| {
+            (
+                m.key().name,
+                m.metadata.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Creates and deletes maps `w-*` in `ns` until the token is cancelled.
+fn churn(client: kube::Client, ns: String) -> tokio::task::JoinHandle<u32> {
+    tokio::spawn(async move {
+        let maps = KubeSource::<ConfigMap>::namespaced(client, &ns).client();
+        let mut writes = 0;
+        for round in 0u32.. {
+            let name = format!("w-{}", round % 40);
+            let written = if round % 80 < 40 {
+                maps.create(config_map(&ns, &name, &[("n", "1")]))
+                    .await
+                    .map(|_| ())
+            } else {
+                let key = ObjectKey::new(ns.clone(), name);
+                maps.delete(&key).await.map(|_| ())
+            };
+            if written.is_ok() {
+                writes += 1;
+            }
+            if writes >= 200 {
+                break;
+            }
+        }
+        writes
+    })
+}
+
+#[tokio::test]
+async fn a_streamed_list_is_what_the_server_stored_at_its_bookmark_while_writes_go_on() {
+    let (client, ns) = fresh("lists-streamed").await;
+    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
+    let maps = source.client();
+    for i in 0..300 {
+        maps.create(config_map(&ns, &format!("m-{i}"), &[("n", "1")]))
+            .await
+            .expect("created");
+    }
+    let writer = churn(client.clone(), ns.clone());
+    let mut lists = 0;
+    while !writer.is_finished() || lists == 0 {
+        let snapshot = within("a streamed list", LIMIT, source.list())
+            .await
+            .expect("listed");
+        assert!(
+            source.streams_lists(),
+            "this API server cannot stream lists (its etcd must be 3.4.31+ or 3.5.13+): \
+             point TEND_ETCD_BIN at a newer etcd, as .ci/run does"
+        );
+        let at = snapshot.revision.get();
+        let (listed, stored) = (
+            versions(&snapshot.objects),
+            stored_at(&client, &ns, at).await,
+        );
+        let differ: Vec<_> = listed
+            .iter()
+            .filter(|(name, version)| stored.get(*name) != Some(version))
+            .chain(
+                stored
+                    .iter()
+                    .filter(|(name, _)| !listed.contains_key(*name)),
+            )
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "the streamed list is the server's state at its revision {at}; these differ: {differ:?}"
+        );
+        lists += 1;
+    }
+    let writes = writer.await.expect("the writer");
+    assert!(writes >= 200, "the lists ran beside {writes} writes");
+}
+
+#[tokio::test]
+async fn paged_lists_stay_available_by_choice() {
+    let (client, ns) = fresh("lists-paged").await;
+    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns)
+        .list_mode(ListMode::Paged)
+        .page_size(std::num::NonZeroU32::new(7).expect("not zero"));
+    let maps = source.client();
+    for i in 0..30 {
+        maps.create(config_map(&ns, &format!("m-{i}"), &[]))
+            .await
+            .expect("created");
+    }
+    assert!(!source.streams_lists(), "paged by choice");
+    let snapshot = source.list().await.expect("listed");
+    assert_eq!(snapshot.objects.len(), 30);
+    let at = snapshot.revision.get();
+    assert_eq!(
+        versions(&snapshot.objects),
+        stored_at(&client, &ns, at).await
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_stream_is_listed_in_pages_and_not_asked_again() {
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=WatchList=false")
+        .start()
+        .await
+        .expect("an API server that does not stream lists");
+    let client = plane.client().await.expect("a client");
+    let ns = plane
+        .create_namespace(&client, "no-stream")
+        .await
+        .expect("a namespace");
+    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
+    let maps = source.client();
+    for i in 0..12 {
+        maps.create(config_map(&ns, &format!("m-{i}"), &[]))
+            .await
+            .expect("created");
+    }
+    assert!(source.streams_lists(), "streaming is the default");
+    let snapshot = source.list().await.expect("listed in pages");
+    assert!(!source.streams_lists(), "the refusal is remembered");
+    assert!(
+        !source.clone().streams_lists(),
+        "and shared with the source's clones"
+    );
+    let at = snapshot.revision.get();
+    assert_eq!(
+        versions(&snapshot.objects),
+        stored_at(&client, &ns, at).await
+    );
+    assert_eq!(snapshot.objects.len(), 12);
+}
