@@ -27,6 +27,8 @@ mod assignment;
 mod count;
 mod hash;
 mod membership;
+#[cfg(any(feature = "etcd", feature = "kube"))]
+pub(crate) mod unclaimed;
 
 pub use self::assignment::{Assignment, MemberId};
 pub use self::count::{Shard, ShardCount, ShardCountError};

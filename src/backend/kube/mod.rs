@@ -112,6 +112,7 @@ mod client;
 mod election;
 mod endpoint;
 mod events;
+mod membership;
 mod names;
 mod object;
 mod owner;
@@ -132,6 +133,7 @@ pub use self::events::{
     DEFAULT_CAPACITY, DEFAULT_WINDOW, EmitStats, EventError, EventType, Occurrence, Recorder,
     Reporter,
 };
+pub use self::membership::{KubeMembership, KubeMembershipBuilder, MembershipBuildError};
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};
 pub use self::source::KubeSource;

@@ -8,7 +8,6 @@
 mod members;
 mod ownership;
 mod session;
-mod unclaimed;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,6 +23,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 use crate::error::BoxError;
+use crate::shard::unclaimed::Unclaimed;
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 
 /// How many locks the shards' takes and releases are striped over.
@@ -136,7 +136,7 @@ struct Inner {
     /// shard (which would return the token the release is about to end).
     taking: Box<[tokio::sync::Mutex<()>]>,
     /// Tokens won for acquires that have not returned them yet.
-    unclaimed: unclaimed::Unclaimed,
+    unclaimed: Unclaimed,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     /// The members' watch, started by the first `members` or `join`.
     watcher: Mutex<Option<AbortOnDropHandle<()>>>,
@@ -272,7 +272,7 @@ impl EtcdMembershipBuilder {
                 taking: (0..TAKING_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
-                unclaimed: unclaimed::Unclaimed::new(),
+                unclaimed: Unclaimed::new(),
                 members: Arc::new(watch::Sender::new(Vec::new())),
                 watcher: Mutex::new(None),
             }),

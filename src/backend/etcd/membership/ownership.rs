@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use super::EtcdMembership;
 use crate::client::FencingToken;
 use crate::etcd::fence::Fence;
+use crate::shard::unclaimed::{Orphans, Unclaimed, Won};
 use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
@@ -16,46 +17,18 @@ enum Take {
     /// Owned already, with this token, by an acquire that returned it.
     Owned(FencingToken),
     /// Owned by this attempt, with this token.
-    Won(Won),
+    Won(Won<EtcdMembership>),
     /// Another lease's record holds the shard, read at this revision.
     Held(i64),
 }
 
-/// An answer carrying a token no caller has yet (see `unclaimed.rs`).
-/// Dropped unread as the last such answer, its token is an orphan to give
-/// back: an acquire aborted after the answer was sent (abort is
-/// asynchronous; its future is dropped later) drops it with the channel.
-struct Won {
-    member: Option<EtcdMembership>,
-    index: u32,
-    token: FencingToken,
-}
-
-impl Won {
-    fn new(member: &EtcdMembership, index: u32, token: FencingToken) -> Self {
-        Self {
-            member: Some(member.clone()),
-            index,
-            token,
-        }
+impl Orphans for EtcdMembership {
+    fn unclaimed(&self) -> &Unclaimed {
+        &self.inner.unclaimed
     }
 
-    /// The token, returned to the acquire's caller.
-    fn returned(mut self) -> FencingToken {
-        if let Some(member) = self.member.take() {
-            member.inner.unclaimed.returned(self.index, self.token);
-        }
-        self.token
-    }
-}
-
-impl Drop for Won {
-    fn drop(&mut self) {
-        if let Some(member) = self.member.take()
-            && member.inner.unclaimed.dropped(self.index, self.token)
-        {
-            member.release_orphan(self.index, self.token);
-        }
+    fn release_orphan(&self, index: u32, token: FencingToken) {
+        self.release_orphan_later(index, token);
     }
 }
 
@@ -134,7 +107,7 @@ impl EtcdMembership {
     /// An orphan's token: released from a task (under the shard's lock)
     /// unless an acquire takes it up first. Without a runtime it waits for
     /// the next acquire, or the lease's end.
-    fn release_orphan(&self, index: u32, token: FencingToken) {
+    fn release_orphan_later(&self, index: u32, token: FencingToken) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

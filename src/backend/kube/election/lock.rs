@@ -3,6 +3,8 @@
 //! concurrency: of two candidates writing over one version, one wins and
 //! the other gets a `409 Conflict`).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -21,6 +23,9 @@ pub(super) struct LeaseLock {
     pub(super) namespace: String,
     pub(super) identity: String,
     pub(super) lease_seconds: i32,
+    /// Set on the Lease when this candidate creates it (a membership's
+    /// member Leases carry their group's).
+    pub(super) labels: BTreeMap<String, String>,
 }
 
 /// How one attempt to take the Lease ended.
@@ -163,6 +168,7 @@ impl LeaseLock {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
+                labels: Some(self.labels.clone()).filter(|labels| !labels.is_empty()),
                 ..ObjectMeta::default()
             },
             spec: Some(record::claimed(

@@ -10,9 +10,10 @@
 mod campaign;
 mod fencing;
 mod lock;
-mod record;
+pub(super) mod record;
 mod renew;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -195,6 +196,7 @@ pub struct KubeElectionBuilder {
     name: String,
     identity: Option<String>,
     config: ElectionConfig,
+    labels: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for KubeElectionBuilder {
@@ -249,6 +251,12 @@ impl KubeElectionBuilder {
         self
     }
 
+    /// Labels of the Lease, set when this candidate creates it.
+    pub(in crate::backend::kube) fn labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
+    }
+
     /// The candidate, not campaigning yet.
     ///
     /// # Errors
@@ -274,6 +282,7 @@ impl KubeElectionBuilder {
             namespace: self.namespace,
             identity,
             lease_seconds: self.config.lease_seconds(),
+            labels: self.labels,
         };
         let term = Term {
             phase: Phase::Idle,
@@ -330,6 +339,7 @@ impl KubeElection {
             name: name.into(),
             identity: None,
             config: ElectionConfig::default(),
+            labels: BTreeMap::new(),
         }
     }
 

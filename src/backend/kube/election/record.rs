@@ -15,7 +15,7 @@ use tokio::time::Instant;
 /// from the Lease's `renewTime` (another machine's wall clock): as
 /// client-go does, this tolerates any clock skew between candidates.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Observed {
+pub(in crate::backend::kube) struct Observed {
     version: Option<String>,
     at: Instant,
 }
@@ -23,18 +23,27 @@ pub(super) struct Observed {
 impl Observed {
     /// What a candidate knows after reading `lease` at `now`: the time of
     /// the previous observation when the version is unchanged, else `now`.
-    pub(super) fn after(previous: Option<Self>, lease: &Lease, now: Instant) -> Self {
+    pub(in crate::backend::kube) fn after(
+        previous: Option<Self>,
+        lease: &Lease,
+        now: Instant,
+    ) -> Self {
         let version = lease.metadata.resource_version.clone();
         match previous {
             Some(previous) if previous.version == version => previous,
             _ => Self { version, at: now },
         }
     }
+
+    /// When the version was first seen.
+    pub(in crate::backend::kube) fn at(&self) -> Instant {
+        self.at
+    }
 }
 
 /// Whether a candidate may write itself into a Lease it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(in crate::backend::kube) enum Verdict {
     /// Free (no holder), expired, or already this candidate's.
     Take,
     /// Another candidate holds it, until at least `until` (local clock).
@@ -49,14 +58,14 @@ pub(super) enum Verdict {
 
 /// The holder of a record; `None` when it has none (never held, or
 /// released).
-pub(super) fn holder(spec: Option<&LeaseSpec>) -> Option<&str> {
+pub(in crate::backend::kube) fn holder(spec: Option<&LeaseSpec>) -> Option<&str> {
     spec.and_then(|spec| spec.holder_identity.as_deref())
         .filter(|holder| !holder.is_empty())
 }
 
 /// Whether `identity` may take the Lease whose spec is `spec`, observed
 /// unchanged since `observed` and read again at `now`.
-pub(super) fn verdict(
+pub(in crate::backend::kube) fn verdict(
     spec: Option<&LeaseSpec>,
     identity: &str,
     observed: &Observed,

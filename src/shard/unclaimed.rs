@@ -1,4 +1,6 @@
-//! Tokens won for acquires that have not returned them yet, by shard.
+//! Tokens won for acquires that have not returned them yet, by shard:
+//! what the etcd and Kubernetes memberships share to keep `acquire`
+//! cancel safe.
 //!
 //! A take's answer (a `Won`) travels through a channel to its acquire,
 //! whose future can be dropped (an aborted task) after the answer was
@@ -12,8 +14,57 @@ use std::collections::HashMap;
 use crate::client::FencingToken;
 use parking_lot::Mutex;
 
+/// A member whose tokens an [`Unclaimed`] tracks, and which gives an
+/// orphan's shard back.
+pub(crate) trait Orphans: Clone + Send + 'static {
+    /// The member's unclaimed tokens.
+    fn unclaimed(&self) -> &Unclaimed;
+
+    /// Releases shard `index` if its token is still the orphan `token`
+    /// (from a task: called in a `Drop`).
+    fn release_orphan(&self, index: u32, token: FencingToken);
+}
+
+/// An answer carrying a token no caller has yet. Dropped unread as the
+/// last such answer, its token is an orphan to give back: an acquire
+/// aborted after the answer was sent (abort is asynchronous; its future
+/// is dropped later) drops it with the channel.
+pub(crate) struct Won<M: Orphans> {
+    member: Option<M>,
+    index: u32,
+    token: FencingToken,
+}
+
+impl<M: Orphans> Won<M> {
+    pub(crate) fn new(member: &M, index: u32, token: FencingToken) -> Self {
+        Self {
+            member: Some(member.clone()),
+            index,
+            token,
+        }
+    }
+
+    /// The token, returned to the acquire's caller.
+    pub(crate) fn returned(mut self) -> FencingToken {
+        if let Some(member) = self.member.take() {
+            member.unclaimed().returned(self.index, self.token);
+        }
+        self.token
+    }
+}
+
+impl<M: Orphans> Drop for Won<M> {
+    fn drop(&mut self) {
+        if let Some(member) = self.member.take()
+            && member.unclaimed().dropped(self.index, self.token)
+        {
+            member.release_orphan(self.index, self.token);
+        }
+    }
+}
+
 /// See the module docs.
-pub(super) struct Unclaimed(Mutex<HashMap<u32, Pending>>);
+pub(crate) struct Unclaimed(Mutex<HashMap<u32, Pending>>);
 
 struct Pending {
     token: FencingToken,
@@ -24,12 +75,12 @@ struct Pending {
 }
 
 impl Unclaimed {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(Mutex::new(HashMap::new()))
     }
 
     /// A take won `token` for shard `index`: one answer carries it.
-    pub(super) fn won(&self, index: u32, token: FencingToken) {
+    pub(crate) fn won(&self, index: u32, token: FencingToken) {
         let pending = Pending {
             token,
             answers: 1,
@@ -40,7 +91,7 @@ impl Unclaimed {
 
     /// Whether another acquire's answer may carry `token` as won (it has no
     /// caller yet: otherwise the acquire returns it as owned).
-    pub(super) fn share(&self, index: u32, token: FencingToken) -> bool {
+    pub(crate) fn share(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         match pending.get_mut(&index) {
             Some(p) if p.token == token && !p.claimed => {
@@ -52,7 +103,7 @@ impl Unclaimed {
     }
 
     /// An answer carrying `token` reached its caller.
-    pub(super) fn returned(&self, index: u32, token: FencingToken) {
+    pub(crate) fn returned(&self, index: u32, token: FencingToken) {
         let mut pending = self.0.lock();
         if let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) {
             p.claimed = true;
@@ -65,7 +116,7 @@ impl Unclaimed {
 
     /// An answer carrying `token` was dropped unread: whether the token is
     /// an orphan now (no answer carries it, no caller has it).
-    pub(super) fn dropped(&self, index: u32, token: FencingToken) -> bool {
+    pub(crate) fn dropped(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         let Some(p) = pending.get_mut(&index).filter(|p| p.token == token) else {
             return false;
@@ -83,7 +134,7 @@ impl Unclaimed {
 
     /// Takes the orphan `token` for its release, unless an acquire took it
     /// up since.
-    pub(super) fn take_orphan(&self, index: u32, token: FencingToken) -> bool {
+    pub(crate) fn take_orphan(&self, index: u32, token: FencingToken) -> bool {
         let mut pending = self.0.lock();
         let orphan = pending
             .get(&index)
@@ -95,7 +146,7 @@ impl Unclaimed {
     }
 
     /// `token` was released: nothing of it is pending any more.
-    pub(super) fn forget(&self, index: u32, token: FencingToken) {
+    pub(crate) fn forget(&self, index: u32, token: FencingToken) {
         let mut pending = self.0.lock();
         if pending.get(&index).is_some_and(|p| p.token == token) {
             pending.remove(&index);

@@ -1,0 +1,209 @@
+//! The initial sync of 50,000 ConfigMaps of about 1.7 KB from a real API
+//! server, listed through the watch stream (`ListMode::Streaming`) and in
+//! pages of 500 (`ListMode::Paged`), the two alternating, three runs each:
+//! the time until the informer's cache holds them all, the peak heap of
+//! this process while it lists (beyond the heap before), and the peak RSS
+//! of the API server while it answers (beyond its RSS before; the kernel's
+//! high-water mark, reset before each run).
+//!
+//! Needs the API server of `tend::testing::kube` and an etcd that lets it
+//! stream (3.4.31+ or 3.5.13+; `.ci/run` fetches one):
+//!
+//! ```sh
+//! TEND_KUBE_APISERVER_BIN=… TEND_ETCD_BIN=… cargo bench --features kube --bench kube_lists
+//! ```
+//! `TEND_LIST_OBJECTS` sets the count (default 50,000).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+use tend::kube::{KubeSource, ListMode};
+use tend::testing::kube::ControlPlane;
+use tend::{CancellationToken, Informer};
+
+/// The system allocator, counting the bytes live and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is the system allocator's, with the caller's layout;
+// the counters only observe.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        // SAFETY: as the caller's contract with `GlobalAlloc::alloc`.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const RUNS: usize = 3;
+
+/// A ConfigMap of about 1.7 KB: labels, annotations and data.
+fn config_map(namespace: &str, i: usize) -> ConfigMap {
+    let labels = BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_owned(),
+            format!("shop-{}", i % 50),
+        ),
+        ("app.kubernetes.io/part-of".to_owned(), "shop".to_owned()),
+        ("tier".to_owned(), ["web", "api", "db"][i % 3].to_owned()),
+    ]);
+    let annotations = BTreeMap::from([(
+        "deployment.kubernetes.io/revision".to_owned(),
+        (i % 7).to_string(),
+    )]);
+    let data = (0..12)
+        .map(|k| (format!("setting-{k}"), format!("{:0>100}", i * 13 + k)))
+        .collect();
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("map-{i:06}")),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    }
+}
+
+/// One process's resident set now and its high-water mark, in bytes.
+fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the high-water mark of `pid`'s resident set to its size now.
+fn reset_peak(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+/// What one sync measured.
+struct Measured {
+    took: Duration,
+    heap_peak: usize,
+    server_peak: u64,
+    streamed: bool,
+}
+
+async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> Measured {
+    let informer = Informer::builder(source.clone())
+        .build()
+        .expect("an informer");
+    reset_peak(server);
+    let (server_before, _) = rss(server);
+    let heap_before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(heap_before, Ordering::Relaxed);
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn({
+        let (informer, stop) = (informer.clone(), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    informer
+        .wait_synced(Duration::from_secs(300))
+        .await
+        .expect("synced");
+    let took = started.elapsed();
+    let heap_peak = PEAK.load(Ordering::Relaxed) - heap_before;
+    let (_, server_peak) = rss(server);
+    assert_eq!(informer.cache().len(), count, "every object cached");
+    stop.cancel();
+    running.await.expect("joined").expect("the informer ran");
+    Measured {
+        took,
+        heap_peak,
+        server_peak: server_peak.saturating_sub(server_before),
+        streamed: source.streams_lists(),
+    }
+}
+
+async fn fill(source: &KubeSource<ConfigMap>, namespace: &str, count: usize) {
+    let maps = source.client();
+    let created = futures::stream::iter(0..count)
+        .map(|i| {
+            let maps = maps.clone();
+            let map = config_map(namespace, i);
+            async move { maps.create(map).await.expect("created") }
+        })
+        .buffer_unordered(64)
+        .count()
+        .await;
+    assert_eq!(created, count);
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let count: usize = std::env::var("TEND_LIST_OBJECTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50_000);
+    let plane = ControlPlane::start().await.expect("a control plane");
+    let client = plane.client().await.expect("a client");
+    let ns = plane
+        .create_namespace(&client, "lists")
+        .await
+        .expect("a namespace");
+    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
+    let started = Instant::now();
+    fill(&source, &ns, count).await;
+    println!("created {count} ConfigMaps in {:.1?}", started.elapsed());
+    let server = plane.apiserver_pid().expect("the API server runs");
+    let mut figures: BTreeMap<&str, Vec<Measured>> = BTreeMap::new();
+    for _ in 0..RUNS {
+        for (name, mode) in [
+            ("streaming", ListMode::Streaming),
+            ("paged", ListMode::Paged),
+        ] {
+            let measured = sync_once(source.clone().list_mode(mode), server, count).await;
+            figures.entry(name).or_default().push(measured);
+        }
+    }
+    println!("{count} objects, medians of {RUNS}:");
+    for (name, runs) in &figures {
+        let streamed = runs.iter().all(|m| m.streamed);
+        let took = median(runs.iter().map(|m| m.took.as_secs_f64()).collect());
+        let heap = median(runs.iter().map(|m| m.heap_peak as f64).collect());
+        let server = median(runs.iter().map(|m| m.server_peak as f64).collect());
+        println!(
+            "  {name:<9} sync {took:.3} s, heap peak {:.1} MiB, API server RSS peak +{:.1} MiB{}",
+            heap / 1048576.0,
+            server / 1048576.0,
+            if *name == "streaming" && !streamed {
+                " (NOT streamed: the server refused)"
+            } else {
+                ""
+            },
+        );
+    }
+}
