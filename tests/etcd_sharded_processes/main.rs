@@ -23,6 +23,9 @@ mod chaos_history;
 #[path = "../support/chaos_log.rs"]
 mod chaos_log;
 
+#[path = "../support/chaos_process.rs"]
+mod chaos_process;
+
 #[path = "../support/chaos_replica.rs"]
 mod chaos_replica;
 

@@ -5,10 +5,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::Write as _;
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -21,6 +20,9 @@ use tend::manager::Manager;
 use tend::shard::ShardCount;
 use tend::testing::etcd::connect;
 use tend::{Informer, Revision};
+
+pub use super::chaos_process::wall_ns;
+use super::chaos_process::{Log, Span};
 
 pub const GROUP: &str = "chaos";
 pub const GROUP_PREFIX: &str = "/chaos/group";
@@ -62,11 +64,6 @@ pub fn items(client: etcd_client::Client) -> EtcdSource<Item> {
     EtcdSource::builder("items", client, ITEMS).build()
 }
 
-pub fn wall_ns() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    u64::try_from(since.as_nanos()).unwrap()
-}
-
 /// The body of a replica process's entry point: exits with the parent
 /// (which holds its stdin), runs [`replica`] on two threads, and exits 0
 /// on a clean stop, 2 when it stopped on an error.
@@ -88,33 +85,6 @@ pub fn run_replica(id: &str, cut: &str, direct: &str, log: &Path, timing: Electi
         }
     };
     std::process::exit(code);
-}
-
-/// A replica's log: a line when a reconcile starts and one when it ends
-/// (also when it is cancelled: the guard's drop), wall-clock nanoseconds.
-struct Log(Mutex<std::fs::File>);
-
-impl Log {
-    fn line(&self, line: &str) {
-        let mut file = self.0.lock();
-        file.write_all(format!("{line}\n").as_bytes()).unwrap();
-    }
-}
-
-/// Logs a reconcile's end when dropped: at its end, or when cancelled.
-struct Span<'a> {
-    log: &'a Log,
-    key: String,
-    token: u64,
-    outcome: &'static str,
-}
-
-impl Drop for Span<'_> {
-    fn drop(&mut self) {
-        let (key, token, outcome) = (&self.key, self.token, self.outcome);
-        self.log
-            .line(&format!("E {key} {token} {} {outcome}", wall_ns()));
-    }
 }
 
 /// Stamps each item with its replica, the shard's token and the wanted

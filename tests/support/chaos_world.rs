@@ -6,8 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +18,8 @@ use tokio::time::Instant;
 
 use super::chaos_history::Summary;
 use super::chaos_log::{Death, Reconcile, overlaps};
-use super::chaos_replica::{ITEMS, Item, SHARD_RECORDS, SHARDS, shards, wall_ns};
+pub use super::chaos_process::{Process, percentile, signal};
+use super::chaos_replica::{ITEMS, Item, SHARD_RECORDS, SHARDS, shards};
 
 /// Each shard's owner and token (the record's create revision), from etcd.
 pub async fn owners(kv: &mut etcd_client::Client) -> BTreeMap<u32, (String, u64)> {
@@ -264,111 +263,6 @@ pub async fn owns_its_share(kv: &mut etcd_client::Client, id: &str, ids: &[&str]
             "{id} owns {owned} of its {share} shards after {limit:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Sends `signal` (`-STOP`, `-TERM`, …) to `child`.
-pub fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal} failed");
-}
-
-/// The `p` quantile of `sorted` (nearest rank), zero when empty.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = (p * (sorted.len().saturating_sub(1)) as f64).round() as usize;
-    sorted.get(rank).copied().unwrap_or_default()
-}
-
-/// A replica process as the parent sees it: its current child, and its
-/// lives, each logging to a file of its own under `dir`.
-pub struct Process {
-    pub id: &'static str,
-    child: Option<Child>,
-    lives: u32,
-    dir: PathBuf,
-}
-
-impl Process {
-    pub fn new(id: &'static str, dir: PathBuf) -> Self {
-        Self {
-            id,
-            child: None,
-            lives: 0,
-            dir,
-        }
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.join(format!("{}.{}.log", self.id, self.lives))
-    }
-
-    /// Starts a new life with `command` (the replica entry point), telling
-    /// it its id and log; the parent holds its stdin, whose end ends it.
-    pub fn start(&mut self, mut command: Command) {
-        assert!(self.child.is_none(), "{} runs already", self.id);
-        self.lives += 1;
-        let child = command
-            .env("TEND_CHAOS_REPLICA", self.id)
-            .env("TEND_CHAOS_LOG", self.log_path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the replica process starts");
-        self.child = Some(child);
-    }
-
-    /// The running child.
-    pub fn child(&self) -> &Child {
-        self.child.as_ref().expect("the replica runs")
-    }
-
-    /// Whether a child runs (it may have exited on its own since).
-    pub fn is_started(&self) -> bool {
-        self.child.is_some()
-    }
-
-    /// SIGKILL; returns when the process is gone.
-    pub fn kill(&mut self) -> Death {
-        let mut child = self.child.take().expect("the replica runs");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        self.death()
-    }
-
-    /// Its death, if it exited on its own.
-    pub fn has_exited(&mut self) -> Option<Death> {
-        let child = self.child.as_mut()?;
-        child.try_wait().unwrap()?;
-        self.child = None;
-        Some(self.death())
-    }
-
-    /// Waits (bounded) for the process to exit on its own.
-    pub async fn exited(&mut self, limit: Duration) -> Death {
-        let started = Instant::now();
-        loop {
-            if let Some(death) = self.has_exited() {
-                return death;
-            }
-            assert!(
-                started.elapsed() < limit,
-                "{} did not stop within {limit:?} of losing its membership",
-                self.id
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    fn death(&self) -> Death {
-        Death {
-            log: self.log_path(),
-            at: wall_ns(),
-            paused: false,
-        }
     }
 }
 

@@ -129,8 +129,9 @@ struct Inner {
     /// Tokens won for acquires that have not returned them yet.
     unclaimed: Unclaimed,
     /// When this member first saw each member Lease's version (name →
-    /// observation), for the expiry of other members' sessions.
-    observed: Mutex<HashMap<String, view::Seen>>,
+    /// observation), by the view or a live read, for the expiry of other
+    /// members' sessions: whichever saw a version first starts its clock.
+    observed: Arc<Mutex<HashMap<String, view::Seen>>>,
     view: view::View,
 }
 
@@ -242,7 +243,7 @@ impl KubeMembershipBuilder {
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
                 unclaimed: Unclaimed::new(),
-                observed: Mutex::new(HashMap::new()),
+                observed: Arc::default(),
             }),
         })
     }

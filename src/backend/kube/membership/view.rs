@@ -72,6 +72,7 @@ impl KubeMembership {
                 .named(format!("{}-membership", self.inner.group));
         let follower = Follower {
             prefix: self.member_lease(""),
+            observed: Arc::clone(&self.inner.observed),
             config: self.inner.config,
             members: Arc::clone(&self.inner.view.members),
             changes: Arc::clone(&self.inner.view.changes),
@@ -85,6 +86,8 @@ impl KubeMembership {
 struct Follower {
     /// `{group}-member-`: the member Leases' names start with it.
     prefix: String,
+    /// The membership's observations, shared with its acquires.
+    observed: Arc<Mutex<HashMap<String, Observed>>>,
     config: ElectionConfig,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     changes: Arc<watch::Sender<u64>>,
@@ -118,10 +121,9 @@ impl Follower {
     /// Publishes the live members on every change, and when the first of
     /// them would expire.
     async fn count(&self, informer: &Informer<Lease>) {
-        let mut seen = HashMap::new();
         let mut changes = self.changes.subscribe();
         loop {
-            let next = self.publish(informer, &mut seen, Instant::now());
+            let next = self.publish(informer, Instant::now());
             let wake = next.unwrap_or_else(|| {
                 crate::time::deadline(Instant::now(), self.config.retry_period())
             });
@@ -137,15 +139,10 @@ impl Follower {
     /// The members whose Lease names a session renewed within its
     /// duration (as seen at `now`), published if they changed; returns when
     /// the first of them expires unless renewed.
-    fn publish(
-        &self,
-        informer: &Informer<Lease>,
-        seen: &mut HashMap<String, Observed>,
-        now: Instant,
-    ) -> Option<Instant> {
+    fn publish(&self, informer: &Informer<Lease>, now: Instant) -> Option<Instant> {
         let mut live = Vec::new();
         let mut next: Option<Instant> = None;
-        let mut kept = HashMap::new();
+        let mut seen = self.observed.lock();
         for lease in informer.cache().list() {
             let name = lease.key().name;
             let Some(id) = name.strip_prefix(&self.prefix) else {
@@ -158,9 +155,9 @@ impl Follower {
                 live.push(MemberId::from(id.to_owned()));
                 next = Some(next.map_or(until, |next| next.min(until)));
             }
-            kept.insert(name, observed);
+            seen.insert(name, observed);
         }
-        *seen = kept;
+        drop(seen);
         live.sort();
         self.members.send_if_modified(|members| {
             let changed = *members != live;
