@@ -176,3 +176,60 @@ async fn a_server_that_does_not_stream_is_listed_in_pages_and_not_asked_again() 
     );
     assert_eq!(snapshot.objects.len(), 12);
 }
+
+#[tokio::test]
+async fn a_transform_applies_to_every_object_listed_either_way_and_watched() {
+    use tend::{Informer, InformerError};
+    let (client, ns) = fresh("lists-transform").await;
+    let maps = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns).client();
+    for i in 0..20 {
+        maps.create(config_map(&ns, &format!("m-{i}"), &[("big", "x")]))
+            .await
+            .expect("created");
+    }
+    for mode in [ListMode::Streaming, ListMode::Paged] {
+        let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns)
+            .list_mode(mode)
+            .page_size(std::num::NonZeroU32::new(6).expect("not zero"));
+        let informer = Informer::builder(source)
+            .transform(|mut map: ConfigMap| {
+                map.data = None;
+                map.metadata.managed_fields = None;
+                map
+            })
+            .build()
+            .expect("an informer");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let running = tokio::spawn({
+            let (informer, stop) = (informer.clone(), stop.clone());
+            async move { informer.run(stop).await }
+        });
+        within("the sync", LIMIT, informer.wait_synced(LIMIT))
+            .await
+            .expect("synced");
+        maps.create(config_map(
+            &ns,
+            &format!("late-{mode:?}").to_lowercase(),
+            &[("big", "x")],
+        ))
+        .await
+        .expect("created");
+        within("the late map", LIMIT, async {
+            while informer.cache().len() < 21 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let cached = informer.cache().list();
+        assert!(cached.len() >= 21, "{mode:?}");
+        assert!(
+            cached
+                .iter()
+                .all(|map| map.data.is_none() && map.metadata.managed_fields.is_none()),
+            "{mode:?}: every cached map went through the transform"
+        );
+        stop.cancel();
+        let ran: Result<(), InformerError> = running.await.expect("joined");
+        ran.expect("the informer ran");
+    }
+}

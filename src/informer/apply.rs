@@ -19,12 +19,8 @@ impl<O: Object> Runner<'_, O> {
         let count = snapshot.objects.len();
         let mut subscribers = shared.subscribers.lock();
         let with_events = !subscribers.is_empty();
-        let replaced = shared.store.replace(
-            snapshot.objects,
-            shared.transform.as_ref(),
-            initial,
-            with_events,
-        );
+        // Transformed already, as they were listed.
+        let replaced = shared.store.replace(snapshot.objects, initial, with_events);
         let Replaced { events, stale, old } = replaced;
         let events = subscribers.deliver_all(events);
         shared.store.publish(snapshot.revision);

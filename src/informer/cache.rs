@@ -424,7 +424,7 @@ impl<O: Object> Cache<O> {
         Removed::Gone(old)
     }
 
-    /// Replaces the whole cache with `listed` (after `transform`), returning
+    /// Replaces the whole cache with `listed`, returning
     /// the events that turn the old cache into the new one (when
     /// `with_events`) and the number of listed objects older than their
     /// cached state (those keep the cached state).
@@ -432,13 +432,7 @@ impl<O: Object> Cache<O> {
     /// The new cache is built beside the old one under a read lock (readers
     /// keep reading), then swapped in under the write lock. The old cache is
     /// dropped by the caller, outside every lock.
-    pub(crate) fn replace(
-        &self,
-        listed: Vec<O>,
-        transform: Option<&TransformFn<O>>,
-        initial: bool,
-        with_events: bool,
-    ) -> Replaced<O> {
+    pub(crate) fn replace(&self, listed: Vec<O>, initial: bool, with_events: bool) -> Replaced<O> {
         let shared = &*self.shared;
         // A first list turns every object into an event.
         let expected = if with_events && initial {
@@ -456,10 +450,6 @@ impl<O: Object> Cache<O> {
         {
             let old = shared.cache.read();
             for object in listed {
-                let object = match transform {
-                    Some(transform) => transform(object),
-                    None => object,
-                };
                 let key = object.key();
                 let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);

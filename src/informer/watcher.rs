@@ -177,7 +177,11 @@ impl<'a, O: Object> Runner<'a, O> {
         if !initial {
             Counters::bump(&counters.relists);
         }
-        match self.shared.source.list().await {
+        let listed = match &self.shared.transform {
+            Some(transform) => self.shared.source.list_transformed(&**transform).await,
+            None => self.shared.source.list().await,
+        };
+        match listed {
             Ok(snapshot) => {
                 counters.progressed(Instant::now());
                 self.apply_list(snapshot, initial);

@@ -316,6 +316,29 @@ pub trait Source: Send + Sync + 'static {
     /// Cancel safe: dropping the future abandons the list.
     async fn list(&self) -> Result<Snapshot<Self::Object>, SourceError>;
 
+    /// [`list`](Source::list), each object passed through `transform` (the
+    /// informer's [transform](crate::InformerBuilder::transform)): what the
+    /// informer calls when it has one. The default lists, then transforms;
+    /// a source that reads in pages or as a stream (Kubernetes) transforms
+    /// each object as it arrives, so that the whole list never exists
+    /// untransformed at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`list`](Source::list).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the list.
+    async fn list_transformed(
+        &self,
+        transform: &(dyn Fn(Self::Object) -> Self::Object + Send + Sync),
+    ) -> Result<Snapshot<Self::Object>, SourceError> {
+        let Snapshot { objects, revision } = self.list().await?;
+        let objects = objects.into_iter().map(transform).collect();
+        Ok(Snapshot { objects, revision })
+    }
+
     /// Every change after `from`, in order (see the trait docs).
     ///
     /// # Errors

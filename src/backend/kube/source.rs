@@ -15,6 +15,9 @@ use crate::client::Fences;
 use crate::object::Revision;
 use crate::source::{Change, Snapshot, Source, SourceError, WatchStream};
 
+/// What a list passes each object through as it arrives.
+pub(super) type Transform<'a, K> = dyn Fn(K) -> K + Send + Sync + 'a;
+
 /// Objects per list page, by default (client-go's informers use 500).
 const DEFAULT_PAGE_SIZE: u32 = 500;
 
@@ -218,8 +221,12 @@ where
         params
     }
 
-    /// One paginated list; `Ok(None)` when its continue token expired.
-    async fn list_once(&self) -> Result<Option<Snapshot<K>>, SourceError> {
+    /// One paginated list, each object passed through `transform` as its
+    /// page arrives; `Ok(None)` when its continue token expired.
+    async fn list_once(
+        &self,
+        transform: &Transform<'_, K>,
+    ) -> Result<Option<Snapshot<K>>, SourceError> {
         let mut objects = Vec::new();
         let mut revision = None;
         let mut token: Option<String> = None;
@@ -240,7 +247,7 @@ where
             }
             for object in page.items {
                 revision_of(&object).map_err(SourceError::unavailable)?;
-                objects.push(object);
+                objects.push(transform(object));
             }
             token = page.metadata.continue_.filter(|token| !token.is_empty());
             if token.is_none() {
@@ -248,6 +255,33 @@ where
                 return Ok(Some(Snapshot { objects, revision }));
             }
         }
+    }
+}
+
+impl<K: KubeResource> KubeSource<K>
+where
+    K::DynamicType: Clone + Send + Sync,
+{
+    /// A list through the watch stream where it streams, else in pages.
+    async fn list_with(&self, transform: &Transform<'_, K>) -> Result<Snapshot<K>, SourceError> {
+        if self.streaming.wanted() {
+            let params = self.watch_params();
+            let streamed = self
+                .streaming
+                .list(&self.endpoint, params, WATCH_IDLE, transform);
+            if let Some(snapshot) = streamed.await? {
+                return Ok(snapshot);
+            }
+        }
+        for _ in 0..LIST_RESTARTS {
+            if let Some(snapshot) = self.list_once(transform).await? {
+                return Ok(snapshot);
+            }
+            tracing::debug!(source = %self.name, "list snapshot compacted between pages, listing again");
+        }
+        Err(SourceError::unavailable(format!(
+            "the list's snapshot was compacted between pages {LIST_RESTARTS} times in a row"
+        )))
     }
 }
 
@@ -263,23 +297,16 @@ where
     }
 
     async fn list(&self) -> Result<Snapshot<K>, SourceError> {
-        if self.streaming.wanted() {
-            let streamed = self
-                .streaming
-                .list(&self.endpoint, self.watch_params(), WATCH_IDLE);
-            if let Some(snapshot) = streamed.await? {
-                return Ok(snapshot);
-            }
-        }
-        for _ in 0..LIST_RESTARTS {
-            if let Some(snapshot) = self.list_once().await? {
-                return Ok(snapshot);
-            }
-            tracing::debug!(source = %self.name, "list snapshot compacted between pages, listing again");
-        }
-        Err(SourceError::unavailable(format!(
-            "the list's snapshot was compacted between pages {LIST_RESTARTS} times in a row"
-        )))
+        self.list_with(&|object| object).await
+    }
+
+    /// Each object transformed as it arrives: a page or an event at a
+    /// time, never the whole list untransformed.
+    async fn list_transformed(
+        &self,
+        transform: &(dyn Fn(K) -> K + Send + Sync),
+    ) -> Result<Snapshot<K>, SourceError> {
+        self.list_with(transform).await
     }
 
     async fn watch(&self, from: Revision) -> Result<WatchStream<K>, SourceError> {

@@ -11,6 +11,7 @@ use kube::api::{WatchEvent, WatchParams};
 
 use super::endpoint::{Endpoint, KubeResource, status_code};
 use super::object::{parse_revision, revision_of};
+use super::source::Transform;
 use crate::source::{Snapshot, SourceError};
 
 /// The annotation of the bookmark that ends the initial events.
@@ -75,6 +76,7 @@ impl Streaming {
         endpoint: &Endpoint<K>,
         params: WatchParams,
         idle: std::time::Duration,
+        transform: &Transform<'_, K>,
     ) -> Result<Option<Snapshot<K>>, SourceError>
     where
         K::DynamicType: Clone + Send + Sync,
@@ -84,7 +86,7 @@ impl Streaming {
             Err(error) if refused(&error) => return Ok(self.refuse(&error)),
             result => result.map_err(SourceError::unavailable)?,
         };
-        match initial_events(events, idle).await? {
+        match initial_events(events, idle, transform).await? {
             Initial::Snapshot(snapshot) => Ok(Some(snapshot)),
             Initial::Refused(why) => Ok(self.refuse(&why)),
         }
@@ -110,6 +112,7 @@ enum Initial<K> {
 async fn initial_events<K: KubeResource>(
     events: impl Stream<Item = kube::Result<WatchEvent<K>>>,
     idle: std::time::Duration,
+    transform: &Transform<'_, K>,
 ) -> Result<Initial<K>, SourceError> {
     let mut events = std::pin::pin!(events);
     let mut objects = Vec::new();
@@ -128,7 +131,7 @@ async fn initial_events<K: KubeResource>(
         match event {
             Ok(WatchEvent::Added(object)) => {
                 revision_of(&object).map_err(SourceError::unavailable)?;
-                objects.push(object);
+                objects.push(transform(object));
             }
             Ok(WatchEvent::Bookmark(bookmark)) => {
                 let end = bookmark.metadata.annotations.get(INITIAL_EVENTS_END);
@@ -207,7 +210,12 @@ mod tests {
     async fn initial(
         events: Vec<kube::Result<WatchEvent<ConfigMap>>>,
     ) -> Result<Initial<ConfigMap>, SourceError> {
-        initial_events(futures::stream::iter(events), Duration::from_secs(1)).await
+        initial_events(
+            futures::stream::iter(events),
+            Duration::from_secs(1),
+            &|m| m,
+        )
+        .await
     }
 
     #[tokio::test]
@@ -278,7 +286,7 @@ mod tests {
     async fn a_silent_streaming_list_fails_after_the_idle_bound() {
         let silent = futures::stream::pending::<kube::Result<WatchEvent<ConfigMap>>>();
         let started = tokio::time::Instant::now();
-        let result = initial_events(silent, Duration::from_secs(7)).await;
+        let result = initial_events(silent, Duration::from_secs(7), &|m| m).await;
         assert!(matches!(result, Err(SourceError::Unavailable(_))));
         assert_eq!(started.elapsed(), Duration::from_secs(7));
     }
