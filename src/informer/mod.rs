@@ -659,7 +659,10 @@ impl<O: Object> InformerBuilder<O> {
     }
 
     /// Applies `transform` to every object before caching it (e.g. to strip
-    /// fields and save memory). It must keep the key and the version.
+    /// fields and save memory). It must keep the key and the version. A list
+    /// goes through [`Source::list_transformed`]: a source that reads in
+    /// pages or as a stream (Kubernetes) transforms each object as it
+    /// arrives, so the untransformed list never exists whole.
     pub fn transform<F>(mut self, transform: F) -> Self
     where
         F: Fn(O) -> O + Send + Sync + 'static,

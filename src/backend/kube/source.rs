@@ -247,7 +247,7 @@ where
             }
             for object in page.items {
                 revision_of(&object).map_err(SourceError::unavailable)?;
-                objects.push(transform(object));
+                objects.push(compact(transform(object)));
             }
             token = page.metadata.continue_.filter(|token| !token.is_empty());
             if token.is_none() {
@@ -338,6 +338,14 @@ where
     }
 }
 
+/// `object` as a copy of exact size: what JSON decoding leaves (strings
+/// and lists grown by doubling) holds about a fifth more heap than the
+/// object needs, kept for as long as the cache keeps it.
+#[allow(clippy::redundant_clone)] // the copy is the point: it has no slack
+pub(super) fn compact<K: Clone>(object: K) -> K {
+    object.clone()
+}
+
 /// How long a watch may stay silent before it is taken for a dead
 /// connection: the server ends every watch after `WATCH_TIMEOUT_SECS`
 /// (sending bookmarks meanwhile), so a longer silence is a half-open
@@ -376,7 +384,7 @@ fn change<K: KubeResource>(
     match event {
         Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
             checked(&object)?;
-            Ok(Change::Applied(object))
+            Ok(Change::Applied(compact(object)))
         }
         Ok(WatchEvent::Deleted(object)) => Ok(Change::Deleted {
             revision: checked(&object)?,
@@ -462,6 +470,27 @@ mod tests {
             changes.next().await.is_none(),
             "the stream ends after its failure"
         );
+    }
+
+    #[test]
+    fn a_compacted_object_keeps_no_slack_from_decoding() {
+        use k8s_openapi::api::core::v1::Pod;
+        let containers: Vec<_> = (0..5)
+            .map(|i| serde_json::json!({ "name": format!("c{i}") }))
+            .collect();
+        let json = serde_json::json!({ "spec": { "containers": containers } });
+        // From text, as from the API server: a list's length is unknown
+        // until its end.
+        let decoded: Pod = serde_json::from_str(&json.to_string()).expect("a pod");
+        let slack = |pod: &Pod| {
+            let containers = &pod.spec.as_ref().expect("a spec").containers;
+            containers.capacity() - containers.len()
+        };
+        assert!(slack(&decoded) > 0, "decoding grows lists by doubling");
+        let expected = decoded.clone();
+        let compacted = compact(decoded);
+        assert_eq!(slack(&compacted), 0);
+        assert_eq!(compacted, expected);
     }
 
     #[test]

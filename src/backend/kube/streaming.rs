@@ -11,7 +11,7 @@ use kube::api::{WatchEvent, WatchParams};
 
 use super::endpoint::{Endpoint, KubeResource, status_code};
 use super::object::{parse_revision, revision_of};
-use super::source::Transform;
+use super::source::{Transform, compact};
 use crate::source::{Snapshot, SourceError};
 
 /// The annotation of the bookmark that ends the initial events.
@@ -131,7 +131,7 @@ async fn initial_events<K: KubeResource>(
         match event {
             Ok(WatchEvent::Added(object)) => {
                 revision_of(&object).map_err(SourceError::unavailable)?;
-                objects.push(transform(object));
+                objects.push(compact(transform(object)));
             }
             Ok(WatchEvent::Bookmark(bookmark)) => {
                 let end = bookmark.metadata.annotations.get(INITIAL_EVENTS_END);

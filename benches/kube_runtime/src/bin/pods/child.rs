@@ -47,26 +47,61 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// What the runtime's store holds, told after the measurement: objects
+/// and their mean size as JSON (to compare the two runtimes' objects).
+static STORE: std::sync::OnceLock<Box<dyn Fn() -> (usize, usize) + Send + Sync>> =
+    std::sync::OnceLock::new();
+
+fn told<K: serde::Serialize>(objects: &[Arc<K>]) -> (usize, usize) {
+    let bytes: usize = objects
+        .iter()
+        .map(|o| serde_json::to_vec(&**o).map_or(0, |v| v.len()))
+        .sum();
+    (objects.len(), bytes / objects.len().max(1))
+}
+
 /// Live heap bytes now.
 pub fn live() -> isize {
     LIVE.load(Ordering::Relaxed) as isize
 }
 
-/// Counts each object reconciled (and reads it, as a reconcile would).
-pub struct Count(pub Arc<AtomicUsize>);
+/// The distinct objects reconciled: a sync is over once each was, once
+/// (a count of reconciles would also count repeats).
+#[derive(Default)]
+pub struct Seen {
+    names: std::sync::Mutex<std::collections::HashSet<String>>,
+    distinct: AtomicUsize,
+}
 
-impl<O: tend::Object> Reconciler<O> for Count {
+impl Seen {
+    fn saw(&self, name: &str) {
+        let mut names = self.names.lock().expect("not poisoned");
+        if !names.contains(name) {
+            names.insert(name.to_owned());
+            self.distinct.store(names.len(), Ordering::Relaxed);
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.distinct.load(Ordering::Relaxed)
+    }
+}
+
+/// Notes each object reconciled (and reads it, as a reconcile would).
+pub struct Count(pub Arc<Seen>);
+
+impl<O: tend::Object<Key = tend::ObjectKey>> Reconciler<O> for Count {
     type Error = Infallible;
 
     async fn reconcile(&self, ctx: Context<O>) -> Result<Action, Infallible> {
         if ctx.object().is_some() {
-            self.0.fetch_add(1, Ordering::Relaxed);
+            self.0.saw(&ctx.key().name);
         }
         Ok(Action::Done)
     }
 }
 
-async fn run_tend<K: KubeResource>(source: KubeSource<K>, transform: bool, seen: Arc<AtomicUsize>)
+async fn run_tend<K: KubeResource>(source: KubeSource<K>, transform: bool, seen: Arc<Seen>)
 where
     K::DynamicType: Clone + Send + Sync,
 {
@@ -78,6 +113,8 @@ where
         });
     }
     let informer = builder.build().expect("an informer");
+    let cache = informer.cache();
+    let _ = STORE.set(Box::new(move || told(&cache.list())));
     let controller = Controller::builder("count", &informer, Count(seen))
         .build()
         .expect("a controller");
@@ -90,20 +127,25 @@ where
     drop(watching);
 }
 
-async fn count<K>(object: Arc<K>, seen: Arc<AtomicUsize>) -> Result<KubeAction, Infallible> {
-    std::hint::black_box(&object);
-    seen.fetch_add(1, Ordering::Relaxed);
+async fn count<K: kube::Resource>(
+    object: Arc<K>,
+    seen: Arc<Seen>,
+) -> Result<KubeAction, Infallible> {
+    seen.saw(&object.name_any());
     Ok(KubeAction::await_change())
 }
 
-fn no_retry<K>(_: Arc<K>, _: &Infallible, _: Arc<AtomicUsize>) -> KubeAction {
+fn no_retry<K>(_: Arc<K>, _: &Infallible, _: Arc<Seen>) -> KubeAction {
     KubeAction::await_change()
 }
 
-async fn run_kube(pods: Api<Pod>, transform: bool, seen: Arc<AtomicUsize>) {
+async fn run_kube(pods: Api<Pod>, transform: bool, seen: Arc<Seen>) {
     let config = watcher::Config::default();
     if !transform {
-        KubeController::new(pods, config)
+        let controller = KubeController::new(pods, config);
+        let store = controller.store();
+        let _ = STORE.set(Box::new(move || told(&store.state())));
+        controller
             .run(count, no_retry, seen)
             .for_each(|_| async {})
             .await;
@@ -122,7 +164,7 @@ async fn run_kube(pods: Api<Pod>, transform: bool, seen: Arc<AtomicUsize>) {
 }
 
 /// kube-runtime's own metadata-only mode: an `Api` of `PartialObjectMeta`.
-async fn run_kube_metadata(pods: Api<PartialObjectMeta<Pod>>, seen: Arc<AtomicUsize>) {
+async fn run_kube_metadata(pods: Api<PartialObjectMeta<Pod>>, seen: Arc<Seen>) {
     KubeController::new(pods, watcher::Config::default())
         .run(count, no_retry, seen)
         .for_each(|_| async {})
@@ -154,7 +196,7 @@ async fn client(path: &Path) -> kube::Client {
 /// with the sync's seconds, RSS and its peak, heap and its peak.
 pub async fn run(config: &str, namespace: &str, count: usize, kubeconfig: &Path) {
     let client = client(kubeconfig).await;
-    let seen = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen::default());
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let started = Instant::now();
@@ -191,7 +233,7 @@ pub async fn run(config: &str, namespace: &str, count: usize, kubeconfig: &Path)
         other => panic!("unknown configuration {other}"),
     };
     if task.is_some() {
-        while seen.load(Ordering::Relaxed) < count {
+        while seen.count() < count {
             assert!(
                 started.elapsed() < Duration::from_secs(600),
                 "{config}: no sync in 600 s"
@@ -204,6 +246,10 @@ pub async fn run(config: &str, namespace: &str, count: usize, kubeconfig: &Path)
     let (rss, rss_peak) = rss();
     let heap = LIVE.load(Ordering::Relaxed).saturating_sub(before);
     let heap_peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    if let Some(store) = STORE.get() {
+        let (objects, json) = store();
+        eprintln!("{config}: {objects} objects held, {json} B of JSON each");
+    }
     println!("RESULT {sync} {rss} {rss_peak} {heap} {heap_peak}");
     std::process::exit(0);
 }

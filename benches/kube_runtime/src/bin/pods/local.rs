@@ -3,14 +3,13 @@
 //! runtime's own share from the objects'.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use tend::controller::Controller;
 use tend::{CancellationToken, Informer, Revision, Snapshot, Source, SourceError};
 
-use super::child::{Count, live};
+use super::child::{Count, Seen, live};
 use super::shape;
 
 /// The pods, listed once, never changing.
@@ -66,7 +65,7 @@ pub async fn run(count: usize, controller: bool) {
     let source = Listed(std::sync::Mutex::new(Some(objects)));
     let informer = Informer::builder(source).build().expect("an informer");
     let stop = CancellationToken::new();
-    let seen = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen::default());
     let running = tokio::spawn({
         let (informer, stop) = (informer.clone(), stop.clone());
         async move { informer.run(stop).await }
@@ -82,7 +81,7 @@ pub async fn run(count: usize, controller: bool) {
         .await
         .expect("synced");
     if controlling.is_some() {
-        while seen.load(Ordering::Relaxed) < count {
+        while seen.count() < count {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }

@@ -94,6 +94,7 @@ fn measure(config: &str, kubeconfig: &std::path::Path, namespace: &str, count: u
         .output()
         .expect("the child runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
     let line = stdout
         .lines()
         .find_map(|line| line.strip_prefix("RESULT "))
