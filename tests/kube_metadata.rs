@@ -41,6 +41,12 @@ async fn a_metadata_only_source_lists_and_watches_what_the_server_sends_as_metad
     for mode in [ListMode::Streaming, ListMode::Paged] {
         let source = KubeSource::<Meta>::namespaced(client.clone(), &ns).list_mode(mode);
         let snapshot = source.list().await.expect("listed");
+        let streamed = mode == ListMode::Streaming;
+        assert_eq!(
+            source.streams_lists(),
+            streamed,
+            "{mode:?}: listed as asked"
+        );
         let [a] = snapshot.objects.as_slice() else {
             panic!("one object: {:?}", snapshot.objects);
         };

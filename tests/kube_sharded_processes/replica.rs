@@ -54,6 +54,10 @@ impl Reconciler<ConfigMap> for Stamp {
                 data.insert("by".into(), self.id.clone());
                 data.insert("token".into(), token.to_string());
                 let client = ctx.client::<ConfigMap>().expect("a client for maps");
+                // When the write leaves (the fence checked just now): a
+                // process paused while awaiting the answer had acted by then.
+                let key = &span.key;
+                self.log.line(&format!("W {key} {token} {}", wall_ns()));
                 client.update(stamped).await.map(drop)
             }
             _ => Ok(()),

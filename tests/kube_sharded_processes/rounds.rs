@@ -165,7 +165,7 @@ fn report(
     let fenced = reconciles.iter().filter(|r| r.outcome == "fenced").count();
     eprintln!(
         "{rounds} rounds: {} reconciles logged, {overlapping} overlapping across processes \
-         (besides {paused} of paused processes, none written); {fenced} writes refused as fenced; \
+         (besides {paused} spanning a pause, none writing after the other began); {fenced} writes refused as fenced; \
          shards unowned after a kill, blackhole or pause: p50 {:?}, p99 {:?}, max {:?} ({}); \
          after a clean stop: p50 {:?}, p99 {:?} ({})",
         reconciles.len(),

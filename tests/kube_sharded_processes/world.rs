@@ -17,6 +17,14 @@ use tokio::time::Instant;
 use super::chaos_process::Process;
 use super::{GROUP, field};
 
+/// `request`'s answer within 10 s, or the test fails saying `what`.
+async fn bounded<T>(what: &str, request: impl Future<Output = kube::Result<T>>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), request)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer within 10 s"))
+        .unwrap_or_else(|error| panic!("{what}: {error}"))
+}
+
 /// Each shard's owner (the member id of the session its Lease names).
 pub(crate) async fn owners(leases: &Api<Lease>) -> BTreeMap<u32, String> {
     let prefix = format!("{GROUP}-shard-");
@@ -146,7 +154,7 @@ pub(crate) async fn converge(maps: &Api<ConfigMap>, what: &str) -> Duration {
     let started = Instant::now();
     let items = ListParams::default().labels("tend.test/item");
     loop {
-        let listed = maps.list(&items).await.expect("the maps");
+        let listed = bounded("listing the maps", maps.list(&items)).await;
         let behind = listed
             .items
             .iter()

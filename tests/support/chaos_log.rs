@@ -1,7 +1,8 @@
 //! The replicas' reconcile logs of a chaos run: one file per process life,
-//! a line when a reconcile starts (`S key token ns`) and one when it ends
-//! or is cancelled (`E key token ns outcome`). A start without an end was
-//! cut by the process's death.
+//! a line when a reconcile starts (`S key token ns`), one when its write
+//! leaves, fenced (`W key token ns`, where the replica logs it), and one
+//! when it ends or is cancelled (`E key token ns outcome`). A start without
+//! an end was cut by the process's death.
 
 #![allow(unreachable_pub)]
 
@@ -27,6 +28,8 @@ pub struct Reconcile {
     pub start: u64,
     pub end: u64,
     pub outcome: String,
+    /// When its write left, if the replica logs it.
+    pub wrote: Option<u64>,
 }
 
 /// Every reconcile in the logs under `dir`; a reconcile still running at
@@ -64,9 +67,15 @@ fn parse(life: &str, text: &str, died: u64) -> Vec<Reconcile> {
                     start,
                     end: died,
                     outcome: "killed".to_owned(),
+                    wrote: None,
                 };
                 let previous = running.insert((*key).to_owned(), reconcile);
                 assert!(previous.is_none(), "{life}: {key} started twice at once");
+            }
+            ["W", key, _, at] => {
+                if let (Some(reconcile), Ok(at)) = (running.get_mut(*key), at.parse()) {
+                    reconcile.wrote = Some(at);
+                }
             }
             ["E", key, _, at, outcome] => {
                 let Ok(end) = at.parse() else { continue };
@@ -87,8 +96,10 @@ fn parse(life: &str, text: &str, died: u64) -> Vec<Reconcile> {
 /// Pairs of reconciles of one key, in different process lives, that
 /// overlapped in time; and apart, those where the earlier one was in a
 /// life stopped through the handover and wrote nothing (it resumed with a
-/// stale token: its write had to be refused, or it was cancelled). A
-/// paused reconcile that wrote counts as an overlap.
+/// stale token: its write had to be refused, or it was cancelled), or, in
+/// a life that logs its writes (`W`), that wrote nothing or whose write
+/// had left before the other began. A paused reconcile that wrote
+/// otherwise counts as an overlap.
 pub fn overlaps(reconciles: &[Reconcile], deaths: &[Death]) -> (usize, usize) {
     let paused: Vec<String> = deaths
         .iter()
@@ -96,6 +107,19 @@ pub fn overlaps(reconciles: &[Reconcile], deaths: &[Death]) -> (usize, usize) {
         .map(|d| d.log.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     let excused = |r: &Reconcile| paused.contains(&r.life) && r.outcome != "ok";
+    // Where a life logs its writes (`W`): a paused reconcile that wrote
+    // nothing, or whose fenced write left before the other began, acted
+    // only then; the rest of its span is the process frozen.
+    let logs_writes: std::collections::HashSet<&str> = reconciles
+        .iter()
+        .filter(|r| r.wrote.is_some())
+        .map(|r| r.life.as_str())
+        .collect();
+    let acted_before = |a: &Reconcile, b: &Reconcile| {
+        paused.contains(&a.life)
+            && logs_writes.contains(a.life.as_str())
+            && a.wrote.is_none_or(|wrote| wrote < b.start)
+    };
     let mut by_key: HashMap<&str, Vec<&Reconcile>> = HashMap::new();
     for reconcile in reconciles {
         by_key.entry(&reconcile.key).or_default().push(reconcile);
@@ -108,17 +132,18 @@ pub fn overlaps(reconciles: &[Reconcile], deaths: &[Death]) -> (usize, usize) {
                 if b.life == a.life {
                     continue;
                 }
-                if excused(a) || excused(b) {
+                if excused(a) || excused(b) || acted_before(a, b) {
                     spanning += 1;
                 } else {
                     eprintln!(
-                        "overlap on {}: {} [{}, {}] token {} {} and {} [{}, {}] token {} {}",
+                        "overlap on {}: {} [{}, {}] token {} {} (wrote {:?}) and {} [{}, {}] token {} {}",
                         a.key,
                         a.life,
                         a.start,
                         a.end,
                         a.token,
                         a.outcome,
+                        a.wrote,
                         b.life,
                         b.start,
                         b.end,

@@ -200,9 +200,11 @@ where
         }
     }
 
+    /// In pages, whatever the source's list mode: a point read, which needs
+    /// only the `list` verb (a stream is a `watch`).
     async fn list(&self) -> Result<Snapshot<K>, ClientError> {
         self.source
-            .list()
+            .list_paged(&|object| object)
             .await
             .map_err(|error| self.list_error(error))
     }

@@ -273,6 +273,14 @@ where
                 return Ok(snapshot);
             }
         }
+        self.list_paged(transform).await
+    }
+
+    /// A list in pages (a client's lists: they need only the `list` verb).
+    pub(super) async fn list_paged(
+        &self,
+        transform: &Transform<'_, K>,
+    ) -> Result<Snapshot<K>, SourceError> {
         for _ in 0..LIST_RESTARTS {
             if let Some(snapshot) = self.list_once(transform).await? {
                 return Ok(snapshot);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::{Stream, StreamExt};
 use kube::api::{WatchEvent, WatchParams};
 
-use super::endpoint::{Endpoint, KubeResource, status_code};
+use super::endpoint::{Endpoint, KubeResource};
 use super::object::{parse_revision, revision_of};
 use super::source::{Transform, compact};
 use crate::source::{Snapshot, SourceError};
@@ -70,7 +70,8 @@ impl Streaming {
     }
 
     /// One list through the watch stream; `Ok(None)` when the server
-    /// cannot stream it (remembered: later lists are paged).
+    /// cannot stream it (remembered: later lists are paged) or this stream
+    /// did not finish (this list is paged).
     pub(super) async fn list<K: KubeResource>(
         &self,
         endpoint: &Endpoint<K>,
@@ -89,6 +90,10 @@ impl Streaming {
         match initial_events(events, idle, transform).await? {
             Initial::Snapshot(snapshot) => Ok(Some(snapshot)),
             Initial::Refused(why) => Ok(self.refuse(&why)),
+            Initial::Unfinished(why) => {
+                tracing::info!(reason = %why, "the streaming list did not finish: listing in pages");
+                Ok(None)
+            }
         }
     }
 
@@ -105,6 +110,10 @@ enum Initial<K> {
     /// The server did not stream (it ignored `sendInitialEvents` or
     /// refused it in the stream), for this reason.
     Refused(String),
+    /// The stream ended or went silent before its initial events did (a
+    /// list longer than the watch's timeout, a server that neither
+    /// streams nor sends bookmarks): this list is made in pages.
+    Unfinished(String),
 }
 
 /// The objects of `events` up to the bookmark that ends the initial
@@ -121,11 +130,11 @@ async fn initial_events<K: KubeResource>(
             Ok(Some(event)) => event,
             Ok(None) => {
                 let ended = "the watch ended before its initial events did";
-                return Err(SourceError::unavailable(ended));
+                return Ok(Initial::Unfinished(ended.into()));
             }
             Err(_) => {
                 let silent = format!("the streaming list sent nothing for {idle:?}");
-                return Err(SourceError::unavailable(silent));
+                return Ok(Initial::Unfinished(silent));
             }
         };
         match event {
@@ -163,11 +172,25 @@ async fn initial_events<K: KubeResource>(
     }
 }
 
-/// Whether the server refused the request as one it does not take
-/// (`400 Bad Request`, `422 Invalid`: `sendInitialEvents` with the
-/// `WatchList` feature gate off), rather than failing to serve it.
+/// Whether the server refused the request as one it does not take, rather
+/// than failing to serve it (see [`refusal`]).
 fn refused(error: &kube::Error) -> bool {
-    matches!(status_code(error), Some(400 | 422))
+    match error {
+        kube::Error::Api(status) => refusal(status.code, &status.message),
+        _ => false,
+    }
+}
+
+/// `400`, `422` (`sendInitialEvents` with the `WatchList` feature gate
+/// off), `501`, or the `500` of a server whose etcd cannot stream ("the
+/// required storage feature RequestWatchProgress is disabled": etcd older
+/// than 3.4.31 or 3.5.13). Not any other `500`, which may pass.
+fn refusal(code: u16, message: &str) -> bool {
+    match code {
+        400 | 422 | 501 => true,
+        500 => message.contains("RequestWatchProgress"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -257,7 +280,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stream_that_fails_ends_or_goes_silent_is_unavailable() {
+    async fn a_stream_that_fails_is_unavailable_and_one_that_ends_early_unfinished() {
         let mut busy = Status::failure("busy", "ServiceUnavailable");
         busy.code = 503;
         let failed = vec![Ok(WatchEvent::Error(Box::new(busy)))];
@@ -266,10 +289,7 @@ mod tests {
             Err(SourceError::Unavailable(_))
         ));
         let ended = vec![Ok(WatchEvent::Added(map("a", "3")))];
-        assert!(matches!(
-            initial(ended).await,
-            Err(SourceError::Unavailable(_))
-        ));
+        assert!(matches!(initial(ended).await, Ok(Initial::Unfinished(_))));
         let bad_revision = vec![Ok(WatchEvent::Added(map("a", "x")))];
         assert!(matches!(
             initial(bad_revision).await,
@@ -282,12 +302,23 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn only_requests_the_server_does_not_take_are_refusals() {
+        assert!(refusal(422, "sendInitialEvents is forbidden"));
+        assert!(refusal(400, "") && refusal(501, ""));
+        let old_etcd = "a watch stream was requested by the client but the required \
+                        storage feature RequestWatchProgress is disabled";
+        assert!(refusal(500, old_etcd));
+        assert!(!refusal(500, "etcdserver: request timed out"), "may pass");
+        assert!(!refusal(503, "") && !refusal(429, "") && !refusal(403, ""));
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_silent_streaming_list_fails_after_the_idle_bound() {
+    async fn a_silent_streaming_list_is_unfinished_after_the_idle_bound() {
         let silent = futures::stream::pending::<kube::Result<WatchEvent<ConfigMap>>>();
         let started = tokio::time::Instant::now();
         let result = initial_events(silent, Duration::from_secs(7), &|m| m).await;
-        assert!(matches!(result, Err(SourceError::Unavailable(_))));
+        assert!(matches!(result, Ok(Initial::Unfinished(_))));
         assert_eq!(started.elapsed(), Duration::from_secs(7));
     }
 }

@@ -30,7 +30,11 @@ impl Observed {
     ) -> Self {
         let version = lease.metadata.resource_version.clone();
         match previous {
-            Some(previous) if previous.version == version => previous,
+            // A version older than the one observed (a cache behind a live
+            // read) keeps the observation: only a newer one restarts it.
+            Some(previous) if previous.version == version || older(&version, &previous.version) => {
+                previous
+            }
             _ => Self { version, at: now },
         }
     }
@@ -39,6 +43,13 @@ impl Observed {
     pub(in crate::backend::kube) fn at(&self) -> Instant {
         self.at
     }
+}
+
+/// Whether `version` is numerically older than `than` (versions that are
+/// not numbers are never older).
+fn older(version: &Option<String>, than: &Option<String>) -> bool {
+    let number = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<u64>().ok());
+    matches!((number(version), number(than)), (Some(v), Some(t)) if v < t)
 }
 
 /// Whether a candidate may write itself into a Lease it read.

@@ -28,6 +28,17 @@ enum Take {
     Wait(Instant),
 }
 
+/// What a member Lease says of a session.
+enum Judged {
+    /// Renewed within its lease, until at least this instant.
+    Live(Instant),
+    /// Ended: its member Lease names another session or none, or has been
+    /// gone for a lease.
+    Ended,
+    /// Unrenewed for its lease: to be retired before its shard is taken.
+    Expired,
+}
+
 /// Whether the session a shard's Lease names still holds it.
 enum Holder {
     /// No session, this one, or one that has ended.
@@ -160,8 +171,16 @@ impl KubeMembership {
                 Holder::Free => lease,
             },
         };
-        let Some(token) = self.claim(lease, session).await? else {
-            return Ok(Take::Wait(Instant::now()));
+        let token = match self.claim(lease, session).await {
+            Ok(Some(token)) => token,
+            Ok(None) => return Ok(Take::Wait(Instant::now())),
+            Err(error) => {
+                // The write may have landed unanswered: a shard named by
+                // this session but owned by none of its acquires would
+                // stay taken until the session ends.
+                let _ = self.clear_if_ours(index, session).await;
+                return Err(error);
+            }
         };
         if !self.record(session, index, token) {
             // The session ended meanwhile: the Lease names a session that
@@ -173,7 +192,11 @@ impl KubeMembership {
     }
 
     /// Whether the session `lease` names still holds it (read live: a
-    /// cache behind could show an earlier session of its member).
+    /// cache behind could show an earlier session of its member). A session
+    /// found expired is retired first: its member Lease's holder cleared
+    /// over the version judged, so that a renewal of it still in flight is
+    /// refused and ends the session, rather than landing beside this
+    /// member's ownership.
     async fn holder(&self, lease: &Lease, session: &Session) -> Result<Holder, MembershipError> {
         let Some(holder) = record::holder(lease.spec.as_ref()) else {
             return Ok(Holder::Free);
@@ -183,29 +206,68 @@ impl KubeMembership {
         }
         let id = holder.rsplit_once('/').map_or(holder, |(id, _)| id);
         let name = self.member_lease(id);
+        let sent = Instant::now();
         let member = self.timed(self.inner.leases.get_opt(&name)).await?;
-        let now = Instant::now();
+        match self.judge(&name, member.as_ref(), holder, sent) {
+            Judged::Live(until) => Ok(Holder::Live(until)),
+            Judged::Ended => Ok(Holder::Free),
+            Judged::Expired => match member {
+                Some(member) => self.retire(member).await,
+                None => Ok(Holder::Free),
+            },
+        }
+    }
+
+    /// The session `holder` as its member Lease `name` (read from a
+    /// request sent at `sent`) shows it. A version seen first in this
+    /// answer counts from the answer (the renewal that wrote it may have
+    /// come after the request left); expiry is judged at the request's
+    /// send (the answer may have come late).
+    fn judge(&self, name: &str, member: Option<&Lease>, holder: &str, sent: Instant) -> Judged {
+        let received = Instant::now();
         let mut observed = self.inner.observed.lock();
-        let seen = Observed::after(
-            observed.remove(&name),
-            member.as_ref().unwrap_or(&Lease::default()),
-            now,
-        );
-        let verdict = match &member {
+        let absent = Lease::default();
+        let seen = Observed::after(observed.remove(name), member.unwrap_or(&absent), received);
+        let judged = match member {
             // Gone: ended once unseen for a lease (a leave deletes it
             // only after its session ended; by hand, it may not have).
             None => {
                 let until = crate::time::deadline(seen.at(), self.inner.config.lease());
-                (now < until).then_some(until)
+                if sent < until {
+                    Judged::Live(until)
+                } else {
+                    Judged::Ended
+                }
             }
-            Some(member) if record::holder(member.spec.as_ref()) != Some(holder) => None,
-            Some(member) => match record::verdict(member.spec.as_ref(), "", &seen, now) {
-                Verdict::Held { until, .. } => Some(until),
-                Verdict::Take => None,
+            Some(member) if record::holder(member.spec.as_ref()) != Some(holder) => Judged::Ended,
+            Some(member) => match record::verdict(member.spec.as_ref(), "", &seen, sent) {
+                Verdict::Held { until, .. } => Judged::Live(until),
+                Verdict::Take => Judged::Expired,
             },
         };
-        observed.insert(name, seen);
-        Ok(verdict.map_or(Holder::Free, Holder::Live))
+        observed.insert(name.to_owned(), seen);
+        judged
+    }
+
+    /// Clears the holder of an expired session's member Lease over the
+    /// version judged: free once written (or gone); live when another
+    /// write came first (a renewal: judged again at once).
+    async fn retire(&self, mut member: Lease) -> Result<Holder, MembershipError> {
+        let name = member.metadata.name.clone().unwrap_or_default();
+        if let Some(spec) = member.spec.as_mut() {
+            spec.holder_identity = None;
+        }
+        let params = PostParams::default();
+        let write = self.inner.leases.replace(&name, &params, &member);
+        match tokio::time::timeout(self.inner.config.renew_deadline(), write).await {
+            Ok(Ok(_)) => Ok(Holder::Free),
+            Ok(Err(error)) => match status_code(&error) {
+                Some(404) => Ok(Holder::Free),
+                Some(409) => Ok(Holder::Live(Instant::now())),
+                _ => Err(self.backend(error)),
+            },
+            Err(_) => Err(self.backend("no answer from the API server within the renew deadline")),
+        }
     }
 
     /// A new shard Lease, naming no one yet.
@@ -295,8 +357,8 @@ impl KubeMembership {
     }
 
     /// Forgets the shard at once (its token is stale from here on), then
-    /// clears its Lease's holder if the Lease is still at `token`'s
-    /// version. (The caller holds the shard's `taking` lock.)
+    /// clears its Lease's holder if it names this session. (The caller
+    /// holds the shard's `taking` lock.)
     pub(super) async fn release_owned(
         &self,
         session: &Session,
@@ -311,17 +373,18 @@ impl KubeMembership {
             }
             owned.remove(&index);
         }
+        self.clear_if_ours(index, session).await
+    }
+
+    /// Clears the shard's Lease, over the version read, if it names
+    /// `session` (whose acquires do not own the shard: the caller holds
+    /// its `taking` lock and has forgotten it).
+    async fn clear_if_ours(&self, index: u32, session: &Session) -> Result<(), MembershipError> {
         let name = self.shard_lease(index);
         let Some(mut lease) = self.timed(self.inner.leases.get_opt(&name)).await? else {
             return Ok(());
         };
-        let version = lease
-            .metadata
-            .resource_version
-            .as_deref()
-            .map(parse_revision);
-        let ours = record::holder(lease.spec.as_ref()) == Some(session.identity());
-        if !ours || !matches!(version, Some(Ok(v)) if v.get() == token.get()) {
+        if record::holder(lease.spec.as_ref()) != Some(session.identity()) {
             return Ok(());
         }
         if let Some(spec) = lease.spec.as_mut() {

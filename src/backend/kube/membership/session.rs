@@ -55,7 +55,8 @@ impl KubeMembership {
     }
 
     /// Releases every owned shard, then the member Lease, then deletes it
-    /// (over the version it was released at: a new session's is kept).
+    /// (over the version it was released at: a new session's is kept;
+    /// not when a shard's release failed).
     pub(super) async fn leave_group(&self) -> Result<(), MembershipError> {
         let _joining = self.inner.joining.lock().await;
         let Some(session) = self.inner.session.lock().take() else {
@@ -74,7 +75,11 @@ impl KubeMembership {
             .resign()
             .await
             .map_err(|error| self.backend(error))?;
-        self.delete_member_lease(session.identity()).await?;
+        // Kept while a shard still names the session: released (naming no
+        // session) it frees them at once; gone, only after a lease.
+        if failed.is_none() {
+            self.delete_member_lease(session.identity()).await?;
+        }
         self.inner.view.changed();
         failed.map_or(Ok(()), Err)
     }
