@@ -85,7 +85,8 @@ const TAKING_STRIPES: usize = 64;
 /// [`leave`](Membership::leave) releases every owned shard, then the
 /// member Lease, then deletes it. Dropping the last handle stops the
 /// renewals without releasing: others take the shards once the Lease
-/// expired for them, as after a crash.
+/// expired for them, as after a crash. (A client from
+/// `client_fenced_by(&membership)` holds a handle.)
 ///
 /// Needs `get`, `list`, `watch`, `create`, `update` and `delete` on
 /// `leases` in `coordination.k8s.io`, in the group's namespace.
