@@ -80,7 +80,7 @@ impl KubeMembership {
         shard: Shard,
     ) -> Result<FencingToken, MembershipError> {
         let index = self.index_of(shard)?;
-        let mut changes = self.inner.view.changes();
+        let mut changes = self.inner.view.holders();
         loop {
             changes.borrow_and_update();
             let token = match self.take_detached(index).await? {
@@ -98,8 +98,8 @@ impl KubeMembership {
         }
     }
 
-    /// Waits for a change of the group's Leases, `until`, or at most a
-    /// retry period (a change the view has not seen yet is found then).
+    /// Waits for a Lease's holder to change, `until`, or at most a retry
+    /// period (a change the view has not seen yet is found then).
     async fn wait(
         &self,
         changes: &mut watch::Receiver<u64>,

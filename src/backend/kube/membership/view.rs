@@ -13,7 +13,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::{GROUP_LABEL, KubeMembership};
 use crate::election::ElectionConfig;
-use crate::informer::Informer;
+use crate::informer::{Event, Informer};
 use crate::kube::KubeSource;
 use crate::kube::election::record::{self, Observed, Verdict};
 use crate::object::Object;
@@ -25,7 +25,11 @@ pub(super) type Seen = Observed;
 /// What the membership's handles share of the view.
 pub(super) struct View {
     members: Arc<watch::Sender<Vec<MemberId>>>,
+    /// Every change of the group's Leases (the live set is counted again).
     changes: Arc<watch::Sender<u64>>,
+    /// A Lease's holder changed, or a Lease came or went: what waiting
+    /// acquires wake on (a renewal does not wake them).
+    holders: Arc<watch::Sender<u64>>,
     /// The follower task, started by the first join, `members` or acquire.
     task: Mutex<Option<AbortOnDropHandle<()>>>,
 }
@@ -35,6 +39,7 @@ impl View {
         Self {
             members: Arc::new(watch::Sender::new(Vec::new())),
             changes: Arc::new(watch::Sender::new(0)),
+            holders: Arc::new(watch::Sender::new(0)),
             task: Mutex::new(None),
         }
     }
@@ -43,14 +48,29 @@ impl View {
         self.members.subscribe()
     }
 
-    /// A receiver that sees every later change of the group's Leases.
-    pub(super) fn changes(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+    /// A receiver that sees every later change of a Lease's holder.
+    pub(super) fn holders(&self) -> watch::Receiver<u64> {
+        self.holders.subscribe()
     }
 
     /// Tells waiters (and the members' count) that something changed.
     pub(super) fn changed(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        bump(&self.changes);
+        bump(&self.holders);
+    }
+}
+
+fn bump(counter: &watch::Sender<u64>) {
+    counter.send_modify(|n| *n = n.wrapping_add(1));
+}
+
+/// Whether `event` changed who holds a Lease (or which Leases exist).
+fn moves_a_holder(event: &Event<Lease>) -> bool {
+    let holder = |lease: &Lease| record::holder(lease.spec.as_ref()).map(str::to_owned);
+    match event {
+        Event::Applied { old, new } => old.as_deref().map(holder) != Some(holder(new)),
+        Event::Initial(_) | Event::Deleted(_) => true,
+        Event::Resync(_) => false,
     }
 }
 
@@ -76,6 +96,7 @@ impl KubeMembership {
             config: self.inner.config,
             members: Arc::clone(&self.inner.view.members),
             changes: Arc::clone(&self.inner.view.changes),
+            holders: Arc::clone(&self.inner.view.holders),
         };
         *task = Some(AbortOnDropHandle::new(runtime.spawn(follower.run(source))));
     }
@@ -91,6 +112,7 @@ struct Follower {
     config: ElectionConfig,
     members: Arc<watch::Sender<Vec<MemberId>>>,
     changes: Arc<watch::Sender<u64>>,
+    holders: Arc<watch::Sender<u64>>,
 }
 
 impl Follower {
@@ -102,9 +124,12 @@ impl Follower {
                 return;
             }
         };
-        let changes = Arc::clone(&self.changes);
-        let _subscription = informer.subscribe(move |_| {
-            changes.send_modify(|n| *n = n.wrapping_add(1));
+        let (changes, holders) = (Arc::clone(&self.changes), Arc::clone(&self.holders));
+        let _subscription = informer.subscribe(move |event| {
+            bump(&changes);
+            if moves_a_holder(event) {
+                bump(&holders);
+            }
         });
         let stop = CancellationToken::new();
         let _stop = stop.clone().drop_guard();
@@ -167,5 +192,37 @@ impl Follower {
             changed
         });
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+
+    use super::*;
+
+    fn lease(holder: Option<&str>, version: &str) -> Arc<Lease> {
+        let mut lease = Lease::default();
+        lease.metadata.resource_version = Some(version.to_owned());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: holder.map(str::to_owned),
+            ..LeaseSpec::default()
+        });
+        Arc::new(lease)
+    }
+
+    #[test]
+    fn a_renewal_wakes_no_acquire_and_a_new_holder_does() {
+        let applied = |old: Option<Arc<Lease>>, new| Event::Applied { old, new };
+        let renewed = applied(Some(lease(Some("a/1"), "5")), lease(Some("a/1"), "6"));
+        assert!(!moves_a_holder(&renewed));
+        let taken = applied(Some(lease(Some("a/1"), "5")), lease(Some("b/2"), "6"));
+        assert!(moves_a_holder(&taken));
+        let released = applied(Some(lease(Some("a/1"), "5")), lease(None, "6"));
+        assert!(moves_a_holder(&released));
+        assert!(moves_a_holder(&applied(None, lease(Some("a/1"), "5"))));
+        assert!(moves_a_holder(&Event::Deleted(lease(Some("a/1"), "5"))));
+        assert!(moves_a_holder(&Event::Initial(lease(None, "5"))));
+        assert!(!moves_a_holder(&Event::Resync(lease(Some("a/1"), "5"))));
     }
 }
