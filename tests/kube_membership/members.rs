@@ -2,7 +2,6 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use tend::client::Fencing;
 use tend::kube::MembershipBuildError;
 use tend::shard::Membership;
 use tokio::time::Instant;

@@ -2,7 +2,7 @@
 //! deadline on, before anyone else owns their shards.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use tend::client::{ClientError, Fencing};
+use tend::client::ClientError;
 use tend::kube::KubeSource;
 use tend::shard::Membership;
 use tokio::time::Instant;
@@ -53,4 +53,37 @@ async fn a_member_cut_off_from_the_api_server_stops_owning_at_its_local_deadline
     assert!(next > token);
     proxy.blackhole(false);
     assert!(!a.is_current(token), "healed, its old token stays stale");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_client_keeps_no_dropped_member_renewing() {
+    let (client, ns) = setup("fenced-drop").await;
+    let a = member(client.clone(), &ns, "a");
+    let b = member(client.clone(), &ns, "b");
+    let writer = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns).client_fenced_by(&a);
+    a.join().await.unwrap();
+    b.join().await.unwrap();
+    let token = a.acquire(shard(1)).await.unwrap();
+    let died = Instant::now();
+    drop(a); // the writer lives on
+    let next = within(
+        "b takes the dropped member's shard",
+        LIMIT,
+        b.acquire(shard(1)),
+    )
+    .await
+    .unwrap();
+    assert!(next > token);
+    assert!(
+        died.elapsed() <= fast().lease() + Duration::from_secs(1),
+        "the dropped member's Lease expired: nothing renewed it"
+    );
+    let mut map = ConfigMap::default();
+    map.metadata.name = Some("late".into());
+    map.metadata.namespace = Some(ns.clone());
+    let refused = writer.fenced(token).create(map).await;
+    assert!(
+        matches!(refused, Err(ClientError::Fenced { token: t }) if t == token),
+        "{refused:?}"
+    );
 }

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use super::election::KubeElection;
 use super::names;
-use crate::client::{Fencing, FencingToken};
+use crate::client::{Fences, Fencing, FencingToken};
 use crate::election::ElectionConfig;
 use crate::error::BoxError;
 use crate::shard::unclaimed::Unclaimed;
@@ -37,7 +37,8 @@ const TAKING_STRIPES: usize = 64;
 /// A member of a group of replicas sharing the shards of a key space,
 /// held in `coordination.k8s.io/v1` Leases on the API server (no etcd of
 /// its own); implements [`Membership`] and, over its shards' tokens,
-/// [`Fencing`]. Clones share one member.
+/// [`Fences`] (see [`is_current`](Self::is_current)). Clones share one
+/// member.
 ///
 /// # How it works
 ///
@@ -85,8 +86,9 @@ const TAKING_STRIPES: usize = 64;
 /// [`leave`](Membership::leave) releases every owned shard, then the
 /// member Lease, then deletes it. Dropping the last handle stops the
 /// renewals without releasing: others take the shards once the Lease
-/// expired for them, as after a crash. (A client from
-/// `client_fenced_by(&membership)` holds a handle.)
+/// expired for them, as after a crash (a client from
+/// `client_fenced_by(&membership)` holds no handle: its tokens are stale
+/// from then on).
 ///
 /// Needs `get`, `list`, `watch`, `create`, `update` and `delete` on
 /// `leases` in `coordination.k8s.io`, in the group's namespace.
@@ -309,6 +311,14 @@ impl KubeMembership {
             .collect()
     }
 
+    /// Whether `token` is current: this member owns a shard with it, before
+    /// its local deadline (the check of a client fenced by the member).
+    #[must_use]
+    pub fn is_current(&self, token: FencingToken) -> bool {
+        self.live()
+            .is_some_and(|session| session.owned.lock().values().any(|&t| t == token))
+    }
+
     /// The current session, unless it ended (its local deadline passed).
     fn live(&self) -> Option<Session> {
         let session = self.inner.session.lock().clone()?;
@@ -402,13 +412,22 @@ impl Membership for KubeMembership {
     }
 }
 
-/// A local check of a shard token: current while this member owns a
-/// shard with it, before its local deadline. The member itself is the
-/// authority for
-/// [`KubeSource::client_fenced_by`](super::KubeSource::client_fenced_by).
-impl Fencing for KubeMembership {
+/// The authority for
+/// [`KubeSource::client_fenced_by`](super::KubeSource::client_fenced_by):
+/// the member's check, holding no handle of it, so that a fenced client
+/// does not keep a dropped member renewing (its tokens are then stale).
+impl Fences for KubeMembership {
+    fn fencing(&self) -> Arc<dyn Fencing> {
+        Arc::new(Detached(Arc::downgrade(&self.inner)))
+    }
+}
+
+/// [`KubeMembership`]'s check, without keeping the member alive.
+struct Detached(std::sync::Weak<Inner>);
+
+impl Fencing for Detached {
     fn is_current(&self, token: FencingToken) -> bool {
-        self.live()
-            .is_some_and(|session| session.owned.lock().values().any(|&t| t == token))
+        let member = self.0.upgrade().map(|inner| KubeMembership { inner });
+        member.is_some_and(|member| member.is_current(token))
     }
 }
