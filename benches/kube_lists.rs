@@ -14,9 +14,7 @@
 //! ```
 //! `TEND_LIST_OBJECTS` sets the count (default 50,000).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -26,32 +24,11 @@ use tend::kube::{KubeSource, ListMode};
 use tend::testing::kube::ControlPlane;
 use tend::{CancellationToken, Informer};
 
-/// The system allocator, counting the bytes live and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is the system allocator's, with the caller's layout;
-// the counters only observe.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        // SAFETY: as the caller's contract with `GlobalAlloc::alloc`.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "support/memory.rs"]
+mod memory;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: memory::Counting = memory::Counting;
 
 const RUNS: usize = 3;
 
@@ -87,15 +64,7 @@ fn config_map(namespace: &str, i: usize) -> ConfigMap {
 
 /// One process's resident set now and its high-water mark, in bytes.
 fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    memory::resident(&pid.to_string())
 }
 
 /// Resets the high-water mark of `pid`'s resident set to its size now.
@@ -117,8 +86,7 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
         .expect("an informer");
     reset_peak(server);
     let (server_before, _) = rss(server);
-    let heap_before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(heap_before, Ordering::Relaxed);
+    let heap_before = memory::reset_peak();
     let stop = CancellationToken::new();
     let started = Instant::now();
     let running = tokio::spawn({
@@ -130,7 +98,7 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
         .await
         .expect("synced");
     let took = started.elapsed();
-    let heap_peak = PEAK.load(Ordering::Relaxed) - heap_before;
+    let heap_peak = memory::peak() - heap_before;
     let (_, server_peak) = rss(server);
     assert_eq!(informer.cache().len(), count, "every object cached");
     stop.cancel();

@@ -12,7 +12,46 @@
 use std::collections::HashMap;
 
 use crate::client::FencingToken;
+use crate::shard::{MembershipError, Shard, ShardCount};
 use parking_lot::Mutex;
+
+/// How many locks the shards' takes and releases are striped over.
+const STRIPES: usize = 64;
+
+/// The locks under which a member checks, takes and releases a shard, one
+/// per stripe of shards: an orphan's release must not interleave with a
+/// new acquire of the same shard (which would return the token the release
+/// is about to end).
+pub(crate) struct Stripes(Box<[tokio::sync::Mutex<()>]>);
+
+impl Stripes {
+    pub(crate) fn new() -> Self {
+        Self((0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect())
+    }
+
+    /// The lock of shard `index`'s stripe.
+    pub(crate) async fn lock(&self, index: u32) -> tokio::sync::MutexGuard<'_, ()> {
+        let stripe = usize::try_from(index).unwrap_or(0) % self.0.len();
+        self.0[stripe].lock().await
+    }
+}
+
+/// `shard`'s index, if it is one of `shards` of `group`.
+pub(crate) fn index_of(
+    group: &str,
+    shards: ShardCount,
+    shard: Shard,
+) -> Result<u32, MembershipError> {
+    let index = shard.index();
+    if index < shards.get() {
+        Ok(index)
+    } else {
+        Err(MembershipError::UnknownShard {
+            group: group.to_owned(),
+            shard,
+        })
+    }
+}
 
 /// A member whose tokens an [`Unclaimed`] tracks, and which gives an
 /// orphan's shard back.

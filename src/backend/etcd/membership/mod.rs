@@ -23,11 +23,8 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::client::FencingToken;
 use crate::election::ElectionConfig;
 use crate::error::BoxError;
-use crate::shard::unclaimed::Unclaimed;
+use crate::shard::unclaimed::{Stripes, Unclaimed};
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
-
-/// How many locks the shards' takes and releases are striped over.
-const TAKING_STRIPES: usize = 64;
 
 /// This member's state, published to `lost`, `acquire` and the keeper.
 #[derive(Debug, Clone, Default)]
@@ -134,7 +131,7 @@ struct Inner {
     /// Shard takes and releases, one at a time per stripe of shards: an
     /// orphan's release must not interleave with a new acquire of the same
     /// shard (which would return the token the release is about to end).
-    taking: Box<[tokio::sync::Mutex<()>]>,
+    taking: Stripes,
     /// Tokens won for acquires that have not returned them yet.
     unclaimed: Unclaimed,
     members: Arc<watch::Sender<Vec<MemberId>>>,
@@ -269,9 +266,7 @@ impl EtcdMembershipBuilder {
                 status: Arc::new(watch::Sender::new(Status::default())),
                 keeper: Mutex::new(None),
                 joining: tokio::sync::Mutex::new(()),
-                taking: (0..TAKING_STRIPES)
-                    .map(|_| tokio::sync::Mutex::new(()))
-                    .collect(),
+                taking: Stripes::new(),
                 unclaimed: Unclaimed::new(),
                 members: Arc::new(watch::Sender::new(Vec::new())),
                 watcher: Mutex::new(None),

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use super::EtcdMembership;
 use crate::client::FencingToken;
 use crate::etcd::fence::Fence;
-use crate::shard::unclaimed::{Orphans, Unclaimed, Won};
+use crate::shard::unclaimed::{self, Orphans, Unclaimed, Won};
 use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
@@ -88,9 +88,7 @@ impl EtcdMembership {
 
     /// The shard's stripe of the `taking` locks.
     async fn lock_shard(&self, index: u32) -> tokio::sync::MutexGuard<'_, ()> {
-        let stripes = &self.inner.taking;
-        let stripe = usize::try_from(index).unwrap_or(0) % stripes.len();
-        stripes[stripe].lock().await
+        self.inner.taking.lock(index).await
     }
 
     /// An owned shard's token for a new acquire: one no caller has yet
@@ -285,14 +283,6 @@ impl EtcdMembership {
     }
 
     fn index_of(&self, shard: Shard) -> Result<u32, MembershipError> {
-        let index = shard.index();
-        if index < self.inner.shards.get() {
-            Ok(index)
-        } else {
-            Err(MembershipError::UnknownShard {
-                group: self.inner.group.clone(),
-                shard,
-            })
-        }
+        unclaimed::index_of(&self.inner.group, self.inner.shards, shard)
     }
 }

@@ -25,14 +25,11 @@ use super::names;
 use crate::client::{Fences, Fencing, FencingToken};
 use crate::election::ElectionConfig;
 use crate::error::BoxError;
-use crate::shard::unclaimed::Unclaimed;
+use crate::shard::unclaimed::{Stripes, Unclaimed};
 use crate::shard::{MemberId, Membership, MembershipError, Shard, ShardCount};
 
 /// The label naming the group on each of its Leases.
 const GROUP_LABEL: &str = "tend.dev/membership-group";
-
-/// How many locks the shards' takes and releases are striped over.
-const TAKING_STRIPES: usize = 64;
 
 /// A member of a group of replicas sharing the shards of a key space,
 /// held in `coordination.k8s.io/v1` Leases on the API server (no etcd of
@@ -128,7 +125,7 @@ struct Inner {
     /// Joins and leaves, one at a time.
     joining: tokio::sync::Mutex<()>,
     /// Shard takes and releases, one at a time per stripe of shards.
-    taking: Box<[tokio::sync::Mutex<()>]>,
+    taking: Stripes,
     /// Tokens won for acquires that have not returned them yet.
     unclaimed: Unclaimed,
     /// When this member first saw each member Lease's version (name →
@@ -242,9 +239,7 @@ impl KubeMembershipBuilder {
                 leases,
                 session: Mutex::new(None),
                 joining: tokio::sync::Mutex::new(()),
-                taking: (0..TAKING_STRIPES)
-                    .map(|_| tokio::sync::Mutex::new(()))
-                    .collect(),
+                taking: Stripes::new(),
                 unclaimed: Unclaimed::new(),
                 observed: Arc::default(),
             }),

@@ -14,7 +14,7 @@ use crate::client::FencingToken;
 use crate::kube::election::record::{self, Observed, Verdict};
 use crate::kube::endpoint::status_code;
 use crate::kube::parse_revision;
-use crate::shard::unclaimed::{Orphans, Unclaimed, Won};
+use crate::shard::unclaimed::{self, Orphans, Unclaimed, Won};
 use crate::shard::{MembershipError, Shard};
 
 /// One attempt's outcome.
@@ -145,9 +145,7 @@ impl KubeMembership {
 
     /// The shard's stripe of the `taking` locks.
     pub(super) async fn lock_shard(&self, index: u32) -> tokio::sync::MutexGuard<'_, ()> {
-        let stripes = &self.inner.taking;
-        let stripe = usize::try_from(index).unwrap_or(0) % stripes.len();
-        stripes[stripe].lock().await
+        self.inner.taking.lock(index).await
     }
 
     /// An owned shard's token for a new acquire (see the etcd membership).
@@ -396,14 +394,6 @@ impl KubeMembership {
     }
 
     fn index_of(&self, shard: Shard) -> Result<u32, MembershipError> {
-        let index = shard.index();
-        if index < self.inner.shards.get() {
-            Ok(index)
-        } else {
-            Err(MembershipError::UnknownShard {
-                group: self.inner.group.clone(),
-                shard,
-            })
-        }
+        unclaimed::index_of(&self.inner.group, self.inner.shards, shard)
     }
 }

@@ -1,7 +1,6 @@
 //! One measurement, in a process of its own: a runtime over the Pods
 //! until each was reconciled once, then its memory.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,31 +20,11 @@ use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::kube::{KubeResource, KubeSource, ListMode};
 use tokio_util::sync::CancellationToken;
 
-/// The system allocator, counting the bytes live and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is the system allocator's with the caller's layout;
-// the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(live, Ordering::Relaxed);
-        // SAFETY: as the caller's contract with `GlobalAlloc::alloc`.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "../../../../support/memory.rs"]
+mod memory;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: memory::Counting = memory::Counting;
 
 /// What the runtime's store holds, told after the measurement: objects
 /// and their mean size as JSON (to compare the two runtimes' objects).
@@ -62,7 +41,7 @@ fn told<K: serde::Serialize>(objects: &[Arc<K>]) -> (usize, usize) {
 
 /// Live heap bytes now.
 pub fn live() -> isize {
-    LIVE.load(Ordering::Relaxed) as isize
+    memory::live() as isize
 }
 
 /// The distinct objects reconciled: a sync is over once each was, once
@@ -171,19 +150,6 @@ async fn run_kube_metadata(pods: Api<PartialObjectMeta<Pod>>, seen: Arc<Seen>) {
         .await;
 }
 
-/// This process's resident set and its peak, in bytes.
-fn rss() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib * 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 async fn client(path: &Path) -> kube::Client {
     let kubeconfig = Kubeconfig::read_from(path).expect("a kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -197,8 +163,7 @@ async fn client(path: &Path) -> kube::Client {
 pub async fn run(config: &str, namespace: &str, count: usize, kubeconfig: &Path) {
     let client = client(kubeconfig).await;
     let seen = Arc::new(Seen::default());
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = memory::reset_peak();
     let started = Instant::now();
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let s = Arc::clone(&seen);
@@ -243,9 +208,9 @@ pub async fn run(config: &str, namespace: &str, count: usize, kubeconfig: &Path)
     }
     let sync = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (rss, rss_peak) = rss();
-    let heap = LIVE.load(Ordering::Relaxed).saturating_sub(before);
-    let heap_peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    let (rss, rss_peak) = memory::resident("self");
+    let heap = memory::live().saturating_sub(before);
+    let heap_peak = memory::peak().saturating_sub(before);
     if let Some(store) = STORE.get() {
         let (objects, json) = store();
         eprintln!("{config}: {objects} objects held, {json} B of JSON each");
