@@ -442,8 +442,8 @@ pub use backend::{memory, poll};
 /// re-exported so that implementing tend's traits needs no extra dependency.
 pub use async_trait::async_trait;
 pub use informer::{
-    Cache, CacheLag, Event, Filter, IndexValue, Informer, InformerBuilder, InformerError,
-    InformerId, InformerSetting, InformerStats, Subscription,
+    Cache, CacheLag, CacheScope, Event, Filter, IndexValue, Informer, InformerBuilder,
+    InformerError, InformerId, InformerSetting, InformerStats, Subscription,
 };
 pub use key::QueueKey;
 pub use queue::{

@@ -19,13 +19,28 @@ impl<O: Object> Runner<'_, O> {
         let count = snapshot.objects.len();
         let mut subscribers = shared.subscribers.lock();
         let with_events = !subscribers.is_empty();
+        // Read before the scope filters: the list fills at least this growth.
+        let scope = shared.scope.as_ref();
+        let generation = scope.map(|scoped| *scoped.attached.widened.borrow());
         // Transformed already, as they were listed.
-        let replaced = shared.store.replace(snapshot.objects, initial, with_events);
+        let objects = snapshot.objects;
+        let replaced =
+            (shared.store).replace(objects, initial, with_events, scope.map(|s| &s.scope));
         let Replaced { events, stale, old } = replaced;
         let events = subscribers.deliver_all(events);
         shared.store.publish(snapshot.revision);
         shared.store.mark_synced();
         drop(subscribers);
+        if let (Some(scoped), Some(generation)) = (scope, generation) {
+            let filled = &scoped.attached.filled;
+            filled.send_if_modified(|filled| {
+                let grew = generation > *filled;
+                if grew {
+                    *filled = generation;
+                }
+                grew
+            });
+        }
         Counters::add(&shared.counters.stale_ignored, stale);
         let changes = events.len();
         // The old cache and the events are freed outside every lock.
@@ -67,6 +82,9 @@ impl<O: Object> Runner<'_, O> {
         let version = object.version();
         self.advance_revision(version);
         let key = object.key();
+        if (shared.scope.as_ref()).is_some_and(|scoped| !scoped.scope.keeps(&key)) {
+            return;
+        }
         if self.tombstones.covers(&key, version) {
             Counters::bump(&shared.counters.stale_ignored);
             return;
@@ -115,6 +133,22 @@ impl<O: Object> Runner<'_, O> {
             }
         }
         self.tombstones.insert(key, revision);
+    }
+
+    /// Drops what the scope no longer keeps, with no event.
+    pub(super) fn evict(&mut self) {
+        let Some(scoped) = &self.shared.scope else {
+            return;
+        };
+        let subscribers = self.shared.subscribers.lock();
+        let evicted = self.shared.store.evict(&scoped.scope);
+        drop(subscribers);
+        tracing::debug!(
+            objects = evicted.len(),
+            "dropped what the scope no longer keeps"
+        );
+        // Freed outside every lock.
+        drop(evicted);
     }
 
     pub(super) fn advance_revision(&mut self, revision: Revision) {

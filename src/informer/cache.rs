@@ -23,9 +23,11 @@ use foldhash::fast::RandomState;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use super::InformerError;
+use super::diff::Diff;
 use super::dispatch::Keyed;
 use super::reads::{Filter, Read, ReadHook};
-use super::{Event, InformerError};
+use super::scope::CacheScope;
 use crate::object::{Object, Revision};
 
 /// A value an index files objects under (e.g. an owner's name).
@@ -432,7 +434,16 @@ impl<O: Object> Cache<O> {
     /// The new cache is built beside the old one under a read lock (readers
     /// keep reading), then swapped in under the write lock. The old cache is
     /// dropped by the caller, outside every lock.
-    pub(crate) fn replace(&self, listed: Vec<O>, initial: bool, with_events: bool) -> Replaced<O> {
+    ///
+    /// With a `scope`, a listed object it does not keep is left out, and a
+    /// cached one it does not keep is dropped with no event.
+    pub(crate) fn replace(
+        &self,
+        listed: Vec<O>,
+        initial: bool,
+        with_events: bool,
+        scope: Option<&CacheScope<O::Key>>,
+    ) -> Replaced<O> {
         let shared = &*self.shared;
         // A first list turns every object into an event.
         let expected = if with_events && initial {
@@ -451,10 +462,13 @@ impl<O: Object> Cache<O> {
             let old = shared.cache.read();
             for object in listed {
                 let key = object.key();
+                if scope.is_some_and(|scope| !scope.keeps(&key)) {
+                    continue;
+                }
                 let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
             }
-            diff.vanished(&old.objects, &fresh.objects);
+            diff.vanished(&old.objects, &fresh.objects, scope);
         }
         fresh.index_all(&shared.index_fns);
         let old = std::mem::replace(&mut *shared.cache.write(), fresh);
@@ -463,6 +477,29 @@ impl<O: Object> Cache<O> {
             stale: diff.stale,
             old,
         }
+    }
+
+    /// Drops every cached object `scope` no longer keeps (no event: nothing
+    /// was deleted), returning them to be freed outside every lock.
+    pub(crate) fn evict(&self, scope: &CacheScope<O::Key>) -> Vec<Arc<O>> {
+        let shared = &*self.shared;
+        let mut cache = shared.cache.write();
+        let out: Vec<O::Key> = cache
+            .objects
+            .keys()
+            .filter(|key| !scope.keeps(key))
+            .cloned()
+            .collect();
+        let mut evicted = Vec::with_capacity(out.len());
+        for key in out {
+            if let Some(old) = cache.objects.remove(&key) {
+                if !shared.index_fns.is_empty() {
+                    cache.reindex(&shared.index_fns, &key, Some(&old), None);
+                }
+                evicted.push(old);
+            }
+        }
+        evicted
     }
 
     /// Every cached object with its key, for resyncs and late subscribers:
@@ -476,64 +513,6 @@ impl<O: Object> Cache<O> {
     /// Every cached key (see [`snapshot`](Self::snapshot)).
     pub(crate) fn keys(&self) -> Vec<O::Key> {
         self.shared.cache.read().objects.keys().cloned().collect()
-    }
-}
-
-/// The differences a relist finds between the cache and the listed objects.
-struct Diff<O: Object> {
-    events: Vec<Keyed<O>>,
-    stale: u64,
-    initial: bool,
-    with_events: bool,
-}
-
-impl<O: Object> Diff<O> {
-    /// What to cache for a listed `object` under `key` whose cached state
-    /// is `cached`: the cached `Arc` when the version is the same (no event)
-    /// or newer (counted as stale), a new `Arc` otherwise (an event).
-    fn keep(&mut self, key: &O::Key, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
-        match cached {
-            Some(cached) if cached.version() == object.version() => return Arc::clone(cached),
-            Some(cached) if cached.version() > object.version() => {
-                self.stale += 1;
-                return Arc::clone(cached);
-            }
-            _ => {}
-        }
-        let new = Arc::new(object);
-        if self.with_events {
-            let event = if self.initial {
-                Event::Initial(Arc::clone(&new))
-            } else {
-                Event::Applied {
-                    old: cached.cloned(),
-                    new: Arc::clone(&new),
-                }
-            };
-            self.events.push((key.clone(), event));
-        }
-        new
-    }
-
-    /// Records a deletion for every cached object the list no longer has,
-    /// ahead of the other changes: a subscriber that counts objects (say,
-    /// per owner) never sees a replacement beside what it replaced.
-    fn vanished(
-        &mut self,
-        old: &HashMap<O::Key, Arc<O>, RandomState>,
-        fresh: &HashMap<O::Key, Arc<O>, RandomState>,
-    ) {
-        if !self.with_events {
-            return;
-        }
-        let gone = old.iter().filter(|(key, _)| !fresh.contains_key(*key));
-        let mut events: Vec<Keyed<O>> = gone
-            .map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object))))
-            .collect();
-        if !events.is_empty() {
-            events.append(&mut self.events);
-            self.events = events;
-        }
     }
 }
 

@@ -6,8 +6,10 @@
 mod apply;
 mod backoff;
 mod cache;
+mod diff;
 mod dispatch;
 mod reads;
+mod scope;
 mod staleness;
 mod stats;
 mod tombstones;
@@ -26,6 +28,8 @@ pub use cache::{Cache, IndexValue};
 pub use dispatch::Subscription;
 pub use reads::Filter;
 pub(crate) use reads::{Read, ReadHook};
+pub use scope::CacheScope;
+pub(crate) use scope::ScopeChanges;
 pub use staleness::CacheLag;
 pub use stats::InformerStats;
 
@@ -351,9 +355,17 @@ struct Shared<O: Object> {
     subscribers: Arc<Subscribers<O>>,
     options: Options,
     transform: Option<TransformFn<O>>,
+    /// The keys the cache keeps, when not all.
+    scope: Option<Scoped<O::Key>>,
     counters: Counters,
     staleness: Staleness,
     running: AtomicBool,
+}
+
+/// An informer's scope and its end of it.
+struct Scoped<K> {
+    scope: CacheScope<K>,
+    attached: scope::Attached,
 }
 
 /// Timers and backoff settings, validated by [`InformerBuilder::build`].
@@ -583,6 +595,7 @@ pub struct InformerBuilder<O: Object> {
     options: Options,
     indexes: Vec<(Arc<str>, IndexFn<O>)>,
     transform: Option<TransformFn<O>>,
+    scope: Option<CacheScope<O::Key>>,
 }
 
 impl<O: Object> fmt::Debug for InformerBuilder<O> {
@@ -593,6 +606,7 @@ impl<O: Object> fmt::Debug for InformerBuilder<O> {
             .field("options", &self.options)
             .field("indexes", &indexes)
             .field("transform", &self.transform.is_some())
+            .field("scope", &self.scope)
             .finish()
     }
 }
@@ -604,6 +618,7 @@ impl<O: Object> InformerBuilder<O> {
             options: Options::default(),
             indexes: Vec::new(),
             transform: None,
+            scope: None,
         }
     }
 
@@ -671,6 +686,16 @@ impl<O: Object> InformerBuilder<O> {
         self
     }
 
+    /// Keeps only the keys `scope` keeps in the cache (by default every
+    /// key): the others are not cached and reach no handler. When the
+    /// scope grows, the informer lists again to fetch the new keys'
+    /// objects; when it shrinks, it drops the objects it no longer keeps,
+    /// with no event. See [`CacheScope`].
+    pub fn scope(mut self, scope: CacheScope<O::Key>) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
     /// Registers an index named `name`: `function` returns the values an
     /// object is filed under (any number), queried with [`Cache::by_index`].
     pub fn index<F>(mut self, name: impl Into<Arc<str>>, function: F) -> Self
@@ -700,6 +725,10 @@ impl<O: Object> InformerBuilder<O> {
                 subscribers: Arc::new(Subscribers::new()),
                 options: self.options,
                 transform: self.transform,
+                scope: self.scope.map(|scope| Scoped {
+                    attached: scope.attach(),
+                    scope,
+                }),
                 counters: Counters::default(),
                 staleness: Staleness::default(),
                 running: AtomicBool::new(false),

@@ -2,6 +2,7 @@
 //! driven in the caller's task, one small function per transition.
 
 use futures::{FutureExt, StreamExt};
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -100,6 +101,10 @@ impl<'a, O: Object> Runner<'a, O> {
         tokio::pin!(cancelled);
         let timer = sleep_until(Instant::now());
         tokio::pin!(timer);
+        let mut scope = self.shared.scope.as_ref().map(|scoped| Followed {
+            widened: scoped.attached.widened.clone(),
+            narrowed: scoped.attached.narrowed.clone(),
+        });
         loop {
             let deadline = self.next_deadline(&state);
             if let Some(deadline) = deadline
@@ -107,10 +112,13 @@ impl<'a, O: Object> Runner<'a, O> {
             {
                 timer.as_mut().reset(deadline);
             }
+            // A list applies the scope as it is when the list ends.
+            let listing = matches!(state, State::List);
             tokio::select! {
                 biased;
                 () = &mut cancelled => break,
                 () = &mut timer, if deadline.is_some() => self.on_timer(&mut state),
+                change = scope_changed(&mut scope), if !listing => self.on_scope(change, &mut state),
                 next = self.advance(&mut state) => {
                     if let Some(next) = next {
                         state = next;
@@ -151,6 +159,22 @@ impl<'a, O: Object> Runner<'a, O> {
             tracing::debug!("relist timer fired");
             self.relist_at = None;
             *state = State::List;
+        }
+    }
+
+    /// The scope grew (list again, unless a list since filled it) or
+    /// shrank (drop what it no longer keeps).
+    fn on_scope(&mut self, change: ScopeChange, state: &mut State<O>) {
+        match change {
+            ScopeChange::Widened(generation) => {
+                let filled = (self.shared.scope.as_ref())
+                    .is_some_and(|scoped| *scoped.attached.filled.borrow() >= generation);
+                if !filled {
+                    tracing::debug!(generation, "the scope grew; listing again");
+                    *state = State::List;
+                }
+            }
+            ScopeChange::Narrowed => self.evict(),
         }
     }
 
@@ -342,5 +366,35 @@ impl<'a, O: Object> Runner<'a, O> {
             until: crate::time::deadline(Instant::now(), delay),
             then,
         }
+    }
+}
+
+/// The scope's changes, as one informer follows them.
+struct Followed {
+    widened: watch::Receiver<u64>,
+    narrowed: watch::Receiver<u64>,
+}
+
+/// How the scope changed.
+#[derive(Debug, Clone, Copy)]
+enum ScopeChange {
+    /// It grew; the growth's number.
+    Widened(u64),
+    Narrowed,
+}
+
+/// Resolves when the scope changes (never without a scope).
+async fn scope_changed(followed: &mut Option<Followed>) -> ScopeChange {
+    let Some(Followed { widened, narrowed }) = followed else {
+        return std::future::pending().await;
+    };
+    // The senders live as long as the scope the informer holds.
+    tokio::select! {
+        Ok(()) = widened.changed() => ScopeChange::Widened(*widened.borrow_and_update()),
+        Ok(()) = narrowed.changed() => {
+            narrowed.borrow_and_update();
+            ScopeChange::Narrowed
+        }
+        else => std::future::pending().await,
     }
 }

@@ -24,7 +24,14 @@ struct Acquired {
     result: Result<FencingToken, MembershipError>,
 }
 
-/// The sharding task's state: what it is acquiring and draining.
+/// A shard acquired whose objects the scoped caches were filling.
+struct Filled {
+    shard: Shard,
+    token: FencingToken,
+    assigned: Instant,
+}
+
+/// The sharding task's state: what it is acquiring, filling and draining.
 pub(super) struct Follower {
     sharding: Arc<Inner>,
     /// The acquisition running per shard, by its number.
@@ -32,6 +39,11 @@ pub(super) struct Follower {
     acquired: JoinSet<Acquired>,
     /// The next acquisition's number.
     next: u64,
+    /// Shards acquired, not yet gained: the scoped caches are fetching
+    /// their objects (a gained key is never reconciled against a cache
+    /// that lacks it).
+    filling: HashMap<Shard, FencingToken>,
+    filled: JoinSet<Filled>,
     draining: HashSet<Shard>,
     /// Whether each drained shard's release succeeded.
     drained: JoinSet<(Shard, bool)>,
@@ -47,6 +59,8 @@ impl Follower {
             acquiring: HashMap::new(),
             acquired: JoinSet::new(),
             next: 0,
+            filling: HashMap::new(),
+            filled: JoinSet::new(),
             draining: HashSet::new(),
             drained: JoinSet::new(),
             retired: HashMap::new(),
@@ -61,6 +75,7 @@ impl Follower {
         let mut mine = self.assign(&mut members);
         loop {
             self.follow(&mine);
+            self.keep(&mine);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => return self.leave().await,
@@ -81,6 +96,11 @@ impl Follower {
                         next = self.acquired.try_join_next();
                     }
                     self.gained(&gained);
+                }
+                Some(done) = self.filled.join_next() => {
+                    if let Ok(filled) = done {
+                        self.filled_one(filled, &mine).await;
+                    }
                 }
                 Some(drained) = self.drained.join_next() => {
                     if let Ok((shard, released)) = drained {
@@ -127,7 +147,9 @@ impl Follower {
             keep
         });
         for &shard in mine {
-            let busy = self.acquiring.contains_key(&shard) || self.draining.contains(&shard);
+            let busy = self.acquiring.contains_key(&shard)
+                || self.filling.contains_key(&shard)
+                || self.draining.contains(&shard);
             if !busy && owned.token(shard).is_none() {
                 self.acquire(shard, Duration::ZERO, Instant::now());
             }
@@ -177,19 +199,20 @@ impl Follower {
         match result {
             // Handed over or given back already (tokens only grow).
             Ok(token) if self.retired.get(&shard).is_some_and(|&r| token <= r) => {}
-            // Gained already, from another acquisition's result.
-            Ok(token) if owned == Some(token) => {}
-            // Another token while one is owned or drained: not to keep.
-            Ok(token) if owned.is_some() || self.draining.contains(&shard) => {
+            // Gained (or being filled) already, from another result.
+            Ok(token) if owned == Some(token) || self.filling.get(&shard) == Some(&token) => {}
+            // Another token while one is owned, filled or drained: not to keep.
+            Ok(token)
+                if owned.is_some()
+                    || self.filling.contains_key(&shard)
+                    || self.draining.contains(&shard) =>
+            {
                 self.give_back(shard, token).await;
             }
-            Ok(token) if mine.contains(&shard) => {
-                self.sharding.owned.gain(shard, token);
-                self.observer()
-                    .acquired(membership.group(), assigned.elapsed());
-                tracing::info!(group = membership.group(), %shard, %token, "acquired a shard");
-                gained.push(shard);
+            Ok(token) if mine.contains(&shard) && self.sharding.kept.scoped() => {
+                self.fill(shard, token, assigned);
             }
+            Ok(token) if mine.contains(&shard) => self.gain(shard, token, assigned, gained),
             // Moved away while waiting: give it back at once.
             Ok(token) => self.give_back(shard, token).await,
             Err(MembershipError::NotJoined { .. }) => return Err(self.lost()),
@@ -202,6 +225,67 @@ impl Follower {
             Err(error) => return Err(PlacementError::Membership(error)),
         }
         Ok(())
+    }
+
+    /// Gains `shard` with `token`: its keys may be reconciled.
+    fn gain(&self, shard: Shard, token: FencingToken, assigned: Instant, gained: &mut Vec<Shard>) {
+        self.sharding.owned.gain(shard, token);
+        let group = self.group();
+        self.observer().acquired(group, assigned.elapsed());
+        tracing::info!(group, %shard, %token, "acquired a shard");
+        gained.push(shard);
+    }
+
+    /// Gains `shard` once the scoped caches hold its objects (kept since
+    /// it was assigned here, so a list is most often under way).
+    fn fill(&mut self, shard: Shard, token: FencingToken, assigned: Instant) {
+        let sharding = Arc::clone(&self.sharding);
+        let generation = sharding.kept.generation();
+        self.filling.insert(shard, token);
+        self.filled.spawn(async move {
+            sharding.kept.filled(generation).await;
+            Filled {
+                shard,
+                token,
+                assigned,
+            }
+        });
+    }
+
+    /// A shard's objects are cached: gained if still assigned here, else
+    /// given back.
+    async fn filled_one(&mut self, filled: Filled, mine: &HashSet<Shard>) {
+        let Filled {
+            shard,
+            token,
+            assigned,
+        } = filled;
+        if self.filling.get(&shard) != Some(&token) {
+            return;
+        }
+        self.filling.remove(&shard);
+        if mine.contains(&shard) && self.sharding.owned.token(shard).is_none() {
+            let mut gained = Vec::new();
+            self.gain(shard, token, assigned, &mut gained);
+            self.gained(&gained);
+        } else {
+            self.give_back(shard, token).await;
+        }
+    }
+
+    /// Has the scoped caches keep the shards assigned, owned, being filled
+    /// or drained here.
+    fn keep(&self, mine: &HashSet<Shard>) {
+        let owned = self
+            .sharding
+            .owned
+            .owned()
+            .into_iter()
+            .map(|(shard, _)| shard);
+        let mut kept: HashSet<Shard> = mine.iter().copied().chain(owned).collect();
+        kept.extend(self.filling.keys().copied());
+        kept.extend(self.draining.iter().copied());
+        self.sharding.kept.set(&kept);
     }
 
     /// Releases `token` of `shard`, which this replica is not to keep;
@@ -278,6 +362,9 @@ impl Follower {
         tracing::error!(group = %group, "lost the membership, cancelling reconciles");
         self.sharding.owned.lose_all_now();
         self.stop_acquiring();
+        self.filled.abort_all();
+        self.filling.clear();
+        self.sharding.kept.set(&HashSet::new());
         self.report_owned();
         PlacementError::LostMembership { group }
     }
@@ -293,11 +380,16 @@ impl Follower {
     /// then released) and leaves the group, bounded.
     async fn leave(mut self) -> Result<(), PlacementError> {
         self.stop_acquiring();
+        self.filled.abort_all();
+        for (shard, token) in std::mem::take(&mut self.filling) {
+            self.give_back(shard, token).await;
+        }
         for (shard, _) in self.sharding.owned.owned() {
             self.hand_over(shard);
         }
         self.acquired.shutdown().await;
         while self.drained.join_next().await.is_some() {}
+        self.sharding.kept.set(&HashSet::new());
         let membership = &self.sharding.membership;
         match tokio::time::timeout(LEAVE_TIMEOUT, membership.leave()).await {
             Ok(Ok(())) => {}

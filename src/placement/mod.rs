@@ -24,6 +24,7 @@
 //! can run either itself (see [`Environment`](crate::controller::Environment)).
 
 mod follower;
+mod kept;
 mod leadership;
 mod sharding;
 

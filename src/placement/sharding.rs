@@ -20,8 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
 use super::follower::Follower;
+use super::kept::Kept;
 use crate::client::FencingToken;
 use crate::controller::{LoseAllOnDrop, Ownership, Slots};
+use crate::informer::CacheScope;
 use crate::shard::{
     Assignment, MemberId, Membership, MembershipError, Shard, ShardCount, ShardKey,
 };
@@ -104,6 +106,8 @@ pub struct Sharding {
 pub(super) struct Inner {
     pub(super) membership: Arc<dyn Membership>,
     pub(super) owned: Arc<Slots>,
+    /// The shards the scoped caches keep.
+    pub(super) kept: Kept,
     /// How long a handover waits for the shard's reconciles before
     /// cancelling them.
     pub(super) drain: Mutex<Duration>,
@@ -130,6 +134,7 @@ impl Sharding {
             inner: Arc::new(Inner {
                 membership,
                 owned: Arc::new(Slots::new(shards)),
+                kept: Kept::new(shards),
                 drain: Mutex::new(Duration::from_secs(10)),
                 observer: Mutex::new(Arc::new(NoObserver)),
                 assignment: Mutex::new(None),
@@ -161,6 +166,22 @@ impl Sharding {
     #[must_use]
     pub fn ownership<K: ShardKey>(&self) -> Ownership<K> {
         Ownership::sharded(Arc::clone(&self.inner.owned))
+    }
+
+    /// The keys of the shards this replica keeps, for an informer's
+    /// [`InformerBuilder::scope`](crate::InformerBuilder::scope): its cache
+    /// then holds only the objects of the shards assigned to this replica,
+    /// owned, or being handed over, and a shard is gained only once every
+    /// such informer has listed its objects (a gained key is never
+    /// reconciled against a cache that lacks it). Without a scope, every
+    /// replica caches every key.
+    ///
+    /// Give it to the informers of the sharded controllers' primary
+    /// sources only (a secondary's keys are not the primary's), and read
+    /// no other key of such a cache in a reconcile: it is not there.
+    #[must_use]
+    pub fn cache_scope<K: ShardKey>(&self) -> CacheScope<K> {
+        self.inner.kept.scope()
     }
 
     /// The group's name.

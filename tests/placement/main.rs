@@ -27,6 +27,7 @@ use widgets::{Widget, eventually, widgets, within};
 mod leadership;
 mod mixed;
 mod refusals;
+mod scoped_caches;
 mod sharding;
 
 const LIMIT: Duration = Duration::from_secs(60);

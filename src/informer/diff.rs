@@ -1,0 +1,74 @@
+//! `Diff`: what a relist changes, as events: the cache's state against
+//! the listed objects.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+
+use super::Event;
+use super::dispatch::Keyed;
+use super::scope::CacheScope;
+use crate::object::Object;
+
+/// The differences a relist finds between the cache and the listed objects.
+pub(super) struct Diff<O: Object> {
+    pub(super) events: Vec<Keyed<O>>,
+    pub(super) stale: u64,
+    pub(super) initial: bool,
+    pub(super) with_events: bool,
+}
+
+impl<O: Object> Diff<O> {
+    /// What to cache for a listed `object` under `key` whose cached state
+    /// is `cached`: the cached `Arc` when the version is the same (no event)
+    /// or newer (counted as stale), a new `Arc` otherwise (an event).
+    pub(super) fn keep(&mut self, key: &O::Key, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
+        match cached {
+            Some(cached) if cached.version() == object.version() => return Arc::clone(cached),
+            Some(cached) if cached.version() > object.version() => {
+                self.stale += 1;
+                return Arc::clone(cached);
+            }
+            _ => {}
+        }
+        let new = Arc::new(object);
+        if self.with_events {
+            let event = if self.initial {
+                Event::Initial(Arc::clone(&new))
+            } else {
+                Event::Applied {
+                    old: cached.cloned(),
+                    new: Arc::clone(&new),
+                }
+            };
+            self.events.push((key.clone(), event));
+        }
+        new
+    }
+
+    /// Records a deletion for every cached object the list no longer has,
+    /// ahead of the other changes: a subscriber that counts objects (say,
+    /// per owner) never sees a replacement beside what it replaced.
+    /// A cached object out of `scope` is dropped, not deleted: no event.
+    pub(super) fn vanished(
+        &mut self,
+        old: &HashMap<O::Key, Arc<O>, RandomState>,
+        fresh: &HashMap<O::Key, Arc<O>, RandomState>,
+        scope: Option<&CacheScope<O::Key>>,
+    ) {
+        if !self.with_events {
+            return;
+        }
+        let gone = old.iter().filter(|(key, _)| {
+            !fresh.contains_key(*key) && scope.is_none_or(|scope| scope.keeps(key))
+        });
+        let mut events: Vec<Keyed<O>> = gone
+            .map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object))))
+            .collect();
+        if !events.is_empty() {
+            events.append(&mut self.events);
+            self.events = events;
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `CacheScope`: which keys an informer's cache keeps when it should not
+//! keep every key (a sharded replica's shards). The kept set changes while
+//! the informer runs: when it grows, the informer lists again (the new
+//! keys' objects were never cached) and reports the growth it filled; when
+//! it shrinks, the informer drops what it no longer keeps, with no event
+//! (nothing was deleted).
+
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+/// Which keys an informer's cache keeps: only those `keeps` passes now,
+/// a set that grows and shrinks at run time. Get one from
+/// [`Sharding::cache_scope`](crate::placement::Sharding::cache_scope) and
+/// build the informer with
+/// [`InformerBuilder::scope`](super::InformerBuilder::scope).
+///
+/// A key outside the scope is not cached and its changes reach no
+/// handler; [`Cache::get`](super::Cache::get), `list` and the indexes see
+/// only the kept keys.
+///
+/// # Examples
+///
+/// A sharded replica whose cache keeps the objects of its own shards only:
+///
+/// ```
+/// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+/// # tend::impl_object!(Item, key: name: String, version: version);
+/// use tend::Informer;
+/// use tend::memory::{MemoryMembershipGroup, MemoryStore};
+/// use tend::placement::Sharding;
+/// use tend::shard::ShardCount;
+///
+/// let shards = ShardCount::new(16)?;
+/// let group = MemoryMembershipGroup::new("items", shards);
+/// let sharding = Sharding::new(group.member("replica-1")?, shards);
+/// let items = MemoryStore::<Item>::new("items");
+/// let informer = Informer::builder(items).scope(sharding.cache_scope()).build()?;
+/// assert!(informer.cache().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct CacheScope<K> {
+    keeps: Arc<dyn Fn(&K) -> bool + Send + Sync>,
+    changes: Arc<ScopeChanges>,
+}
+
+impl<K> Clone for CacheScope<K> {
+    fn clone(&self) -> Self {
+        Self {
+            keeps: Arc::clone(&self.keeps),
+            changes: Arc::clone(&self.changes),
+        }
+    }
+}
+
+impl<K> fmt::Debug for CacheScope<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheScope")
+            .field("widened", &*self.changes.widened.borrow())
+            .field("narrowed", &*self.changes.narrowed.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> CacheScope<K> {
+    /// The keys `keeps` passes; `changes` is told when that set changes.
+    pub(crate) fn new(
+        keeps: impl Fn(&K) -> bool + Send + Sync + 'static,
+        changes: Arc<ScopeChanges>,
+    ) -> Self {
+        Self {
+            keeps: Arc::new(keeps),
+            changes,
+        }
+    }
+
+    /// Whether the cache keeps `key` now.
+    pub(crate) fn keeps(&self, key: &K) -> bool {
+        (self.keeps)(key)
+    }
+
+    /// An informer's end: the changes to follow, and where to say what it
+    /// filled.
+    pub(super) fn attach(&self) -> Attached {
+        let filled = watch::Sender::new(0);
+        let mut fills = self.changes.fills.lock();
+        fills.retain(|fill| fill.has_changed().is_ok());
+        fills.push(filled.subscribe());
+        drop(fills);
+        Attached {
+            widened: self.changes.widened.subscribe(),
+            narrowed: self.changes.narrowed.subscribe(),
+            filled,
+        }
+    }
+}
+
+/// What the owner of a kept set tells its informers, and hears back.
+pub(crate) struct ScopeChanges {
+    /// How many times the set grew.
+    widened: watch::Sender<u64>,
+    /// How many times it shrank.
+    narrowed: watch::Sender<u64>,
+    /// Per informer built with the scope: the last growth its cache holds
+    /// the objects of (a list applied since).
+    fills: Mutex<Vec<watch::Receiver<u64>>>,
+}
+
+impl ScopeChanges {
+    pub(crate) fn new() -> Self {
+        Self {
+            widened: watch::Sender::new(0),
+            narrowed: watch::Sender::new(0),
+            fills: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The kept set grew (call after the change is visible to `keeps`):
+    /// returns the growth the informers must fill.
+    pub(crate) fn widen(&self) -> u64 {
+        let mut generation = 0;
+        self.widened.send_modify(|widened| {
+            *widened += 1;
+            generation = *widened;
+        });
+        generation
+    }
+
+    /// The kept set shrank: the informers drop what it no longer keeps.
+    pub(crate) fn narrow(&self) {
+        self.narrowed.send_modify(|narrowed| *narrowed += 1);
+    }
+
+    /// The last growth.
+    pub(crate) fn generation(&self) -> u64 {
+        *self.widened.borrow()
+    }
+
+    /// Whether an informer that still exists was built with the scope.
+    pub(crate) fn attached(&self) -> bool {
+        let mut fills = self.fills.lock();
+        fills.retain(|fill| fill.has_changed().is_ok());
+        !fills.is_empty()
+    }
+
+    /// Resolves once every informer built with the scope (and not dropped)
+    /// has cached the objects of the growth `generation`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub(crate) async fn filled(&self, generation: u64) {
+        let fills = self.fills.lock().clone();
+        for mut fill in fills {
+            // An error: the informer is gone, nobody reads its cache.
+            let _ = fill.wait_for(|&filled| filled >= generation).await;
+        }
+    }
+}
+
+/// One informer's end of its scope.
+pub(super) struct Attached {
+    pub(super) widened: watch::Receiver<u64>,
+    pub(super) narrowed: watch::Receiver<u64>,
+    /// The growth the cache holds the objects of.
+    pub(super) filled: watch::Sender<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn filled_waits_for_every_informer_that_still_exists() {
+        let changes = Arc::new(ScopeChanges::new());
+        let scope = CacheScope::<u64>::new(|_| true, Arc::clone(&changes));
+        assert!(!changes.attached());
+        let first = scope.attach();
+        let second = scope.attach();
+        assert!(changes.attached());
+        let generation = changes.widen();
+        assert_eq!(generation, 1);
+        let filled = changes.filled(generation);
+        tokio::pin!(filled);
+        assert!(futures::poll!(filled.as_mut()).is_pending());
+        first.filled.send_replace(generation);
+        assert!(futures::poll!(filled.as_mut()).is_pending(), "one left");
+        drop(second);
+        tokio::time::timeout(std::time::Duration::from_secs(1), filled)
+            .await
+            .expect("a dropped informer is not waited for");
+        drop(first);
+        assert!(!changes.attached());
+        changes.filled(changes.widen()).await;
+    }
+}
