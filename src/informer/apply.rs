@@ -19,9 +19,8 @@ impl<O: Object> Runner<'_, O> {
         let count = snapshot.objects.len();
         let mut subscribers = shared.subscribers.lock();
         let with_events = !subscribers.is_empty();
-        // Read before the scope filters: the list fills at least this growth.
         let scope = shared.scope.as_ref();
-        let generation = scope.map(|scoped| *scoped.attached.widened.borrow());
+        let generation = self.listing_growth.take();
         // Transformed already, as they were listed.
         let objects = snapshot.objects;
         let replaced =

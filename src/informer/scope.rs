@@ -35,7 +35,7 @@ use tokio::sync::watch;
 ///
 /// let shards = ShardCount::new(16)?;
 /// let group = MemoryMembershipGroup::new("items", shards);
-/// let sharding = Sharding::new(group.member("replica-1")?, shards);
+/// let sharding = Sharding::new(group.member("replica-1"), shards);
 /// let items = MemoryStore::<Item>::new("items");
 /// let informer = Informer::builder(items).scope(sharding.cache_scope()).build()?;
 /// assert!(informer.cache().is_empty());

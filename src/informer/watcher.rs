@@ -71,6 +71,8 @@ pub(super) struct Runner<'a, O: Object> {
     /// The last run of watch events ended with a settled flush: buffering
     /// handlers may have kept keys back.
     pub(super) held: bool,
+    /// The scope's growth when the list under way began.
+    pub(super) listing_growth: Option<u64>,
 }
 
 impl<'a, O: Object> Runner<'a, O> {
@@ -91,6 +93,7 @@ impl<'a, O: Object> Runner<'a, O> {
             resync_at: None,
             relist_at: None,
             held: false,
+            listing_growth: None,
         }
     }
 
@@ -201,6 +204,9 @@ impl<'a, O: Object> Runner<'a, O> {
         if !initial {
             Counters::bump(&counters.relists);
         }
+        // Read before the source is asked: a source that filters as it
+        // lists (by a label) lists at least this growth of the scope.
+        self.listing_growth = (self.shared.scope.as_ref()).map(|s| *s.attached.widened.borrow());
         let listed = match &self.shared.transform {
             Some(transform) => self.shared.source.list_transformed(&**transform).await,
             None => self.shared.source.list().await,

@@ -423,7 +423,11 @@ impl Manager {
     /// - [`Placement::Sharded`]: each key on the replica that owns its
     ///   shard ([`ShardCount::shard_of`](crate::shard::ShardCount::shard_of)
     ///   over its [`ShardKey`]), with the shard's token. Events of other
-    ///   shards' keys are not queued; the informers still cache every key.
+    ///   shards' keys are not queued. The informers cache every key,
+    ///   unless built with the manager's
+    ///   [`Sharding::cache_scope`](crate::placement::Sharding::cache_scope)
+    ///   (through [`sharding`](Self::sharding)): then each keeps only its
+    ///   replica's shards.
     ///
     /// # Errors
     ///

@@ -179,6 +179,39 @@ impl Sharding {
     /// Give it to the informers of the sharded controllers' primary
     /// sources only (a secondary's keys are not the primary's), and read
     /// no other key of such a cache in a reconcile: it is not there.
+    ///
+    /// # Examples
+    ///
+    /// A manager's sharded controller over a scoped informer:
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// # use tend::controller::{Action, Context, Reconciler};
+    /// # #[derive(Clone, Debug)] struct Item { name: String, version: tend::Revision }
+    /// # tend::impl_object!(Item, key: name: String, version: version);
+    /// # struct Reconcile;
+    /// # impl Reconciler<Item> for Reconcile {
+    /// #     type Error = Infallible;
+    /// #     async fn reconcile(&self, _: Context<Item>) -> Result<Action, Infallible> { Ok(Action::Done) }
+    /// # }
+    /// use tend::Informer;
+    /// use tend::manager::Manager;
+    /// use tend::memory::{MemoryMembershipGroup, MemoryStore};
+    /// use tend::shard::ShardCount;
+    ///
+    /// let shards = ShardCount::new(64)?;
+    /// let group = MemoryMembershipGroup::new("items", shards);
+    /// let store = MemoryStore::<Item>::new("items");
+    /// let mut manager = Manager::builder()
+    ///     .sharding(group.member("replica-1"), shards)
+    ///     .without_signals()
+    ///     .build()?;
+    /// let scope = manager.sharding().expect("built with a membership").cache_scope();
+    /// let items = manager.informer("items", || Informer::builder(store.clone()).scope(scope).build())?;
+    /// let controller = manager.controller("items", &items, Reconcile).build()?;
+    /// manager.add_sharded_controller(controller)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn cache_scope<K: ShardKey>(&self) -> CacheScope<K> {
         self.inner.kept.scope()
