@@ -25,7 +25,12 @@ impl<O: Object> Runner<'_, O> {
         let objects = snapshot.objects;
         let replaced =
             (shared.store).replace(objects, initial, with_events, scope.map(|s| &s.scope));
-        let Replaced { events, stale, old } = replaced;
+        let Replaced {
+            events,
+            stale,
+            out_of_scope,
+            old,
+        } = replaced;
         let events = subscribers.deliver_all(events);
         shared.store.publish(snapshot.revision);
         shared.store.mark_synced();
@@ -41,6 +46,7 @@ impl<O: Object> Runner<'_, O> {
             });
         }
         Counters::add(&shared.counters.stale_ignored, stale);
+        Counters::add(&shared.counters.out_of_scope, out_of_scope);
         let changes = events.len();
         // The old cache and the events are freed outside every lock.
         drop((events, old));
@@ -82,6 +88,7 @@ impl<O: Object> Runner<'_, O> {
         self.advance_revision(version);
         let key = object.key();
         if (shared.scope.as_ref()).is_some_and(|scoped| !scoped.scope.keeps(&key)) {
+            Counters::bump(&shared.counters.out_of_scope);
             return;
         }
         if self.tombstones.covers(&key, version) {

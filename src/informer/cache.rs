@@ -458,11 +458,13 @@ impl<O: Object> Cache<O> {
             with_events,
         };
         let mut fresh = Entries::with_capacity(shared.index_fns.len(), listed.len());
+        let mut out_of_scope = 0;
         {
             let old = shared.cache.read();
             for object in listed {
                 let key = object.key();
                 if scope.is_some_and(|scope| !scope.keeps(&key)) {
+                    out_of_scope += 1;
                     continue;
                 }
                 let kept = diff.keep(&key, old.objects.get(&key), object);
@@ -475,6 +477,7 @@ impl<O: Object> Cache<O> {
         Replaced {
             events: diff.events,
             stale: diff.stale,
+            out_of_scope,
             old,
         }
     }
@@ -520,6 +523,8 @@ impl<O: Object> Cache<O> {
 pub(crate) struct Replaced<O: Object> {
     pub(crate) events: Vec<Keyed<O>>,
     pub(crate) stale: u64,
+    /// Listed objects the scope does not keep.
+    pub(crate) out_of_scope: u64,
     /// The replaced cache, to drop outside every lock.
     pub(crate) old: Entries<O>,
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::shard::Shard;
+
 /// Which keys an informer's cache keeps: only those `keeps` passes now,
 /// a set that grows and shrinks at run time. Get one from
 /// [`Sharding::cache_scope`](crate::placement::Sharding::cache_scope) and
@@ -43,6 +45,8 @@ use tokio::sync::watch;
 /// ```
 pub struct CacheScope<K> {
     keeps: Arc<dyn Fn(&K) -> bool + Send + Sync>,
+    /// The shards kept now, for a source that selects by shard.
+    shards: Arc<dyn Fn() -> Vec<Shard> + Send + Sync>,
     changes: Arc<ScopeChanges>,
 }
 
@@ -50,6 +54,7 @@ impl<K> Clone for CacheScope<K> {
     fn clone(&self) -> Self {
         Self {
             keeps: Arc::clone(&self.keeps),
+            shards: Arc::clone(&self.shards),
             changes: Arc::clone(&self.changes),
         }
     }
@@ -65,15 +70,24 @@ impl<K> fmt::Debug for CacheScope<K> {
 }
 
 impl<K> CacheScope<K> {
-    /// The keys `keeps` passes; `changes` is told when that set changes.
+    /// The keys `keeps` passes, those of the shards `shards` names;
+    /// `changes` is told when that set changes.
     pub(crate) fn new(
         keeps: impl Fn(&K) -> bool + Send + Sync + 'static,
+        shards: impl Fn() -> Vec<Shard> + Send + Sync + 'static,
         changes: Arc<ScopeChanges>,
     ) -> Self {
         Self {
             keeps: Arc::new(keeps),
+            shards: Arc::new(shards),
             changes,
         }
+    }
+
+    /// The shards kept now.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    pub(crate) fn kept_shards(&self) -> Vec<Shard> {
+        (self.shards)()
     }
 
     /// Whether the cache keeps `key` now.
@@ -175,7 +189,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn filled_waits_for_every_informer_that_still_exists() {
         let changes = Arc::new(ScopeChanges::new());
-        let scope = CacheScope::<u64>::new(|_| true, Arc::clone(&changes));
+        let scope = CacheScope::<u64>::new(|_| true, Vec::new, Arc::clone(&changes));
         assert!(!changes.attached());
         let first = scope.attach();
         let second = scope.attach();

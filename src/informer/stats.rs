@@ -61,6 +61,11 @@ pub struct InformerStats {
     pub stale_ignored: u64,
     /// Resync rounds delivered.
     pub resyncs: u64,
+    /// Listed or watched objects left out of the cache because its
+    /// [`CacheScope`](super::CacheScope) does not keep their keys: what a
+    /// source that cannot filter by the scope sends for nothing (a
+    /// `KubeSource` selecting by shard label sends none).
+    pub out_of_scope: u64,
     /// Objects in the cache now.
     pub cache_size: usize,
     /// The latest revision the informer has seen (from lists, changes and
@@ -88,6 +93,7 @@ pub(crate) struct Counters {
     pub(crate) events_applied: AtomicU64,
     pub(crate) stale_ignored: AtomicU64,
     pub(crate) resyncs: AtomicU64,
+    pub(crate) out_of_scope: AtomicU64,
     pub(crate) revision: AtomicU64,
     progress: Mutex<Progress>,
 }
@@ -144,6 +150,7 @@ impl Counters {
             events_applied: load(&self.events_applied),
             stale_ignored: load(&self.stale_ignored),
             resyncs: load(&self.resyncs),
+            out_of_scope: load(&self.out_of_scope),
             cache_size,
             revision: Revision::new(load(&self.revision)),
             last_progress: progress.last,

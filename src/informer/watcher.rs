@@ -166,7 +166,8 @@ impl<'a, O: Object> Runner<'a, O> {
     }
 
     /// The scope grew (list again, unless a list since filled it) or
-    /// shrank (drop what it no longer keeps).
+    /// shrank (drop what it no longer keeps, and watch again: a source
+    /// that selects by the scope then sends less).
     fn on_scope(&mut self, change: ScopeChange, state: &mut State<O>) {
         match change {
             ScopeChange::Widened(generation) => {
@@ -177,7 +178,12 @@ impl<'a, O: Object> Runner<'a, O> {
                     *state = State::List;
                 }
             }
-            ScopeChange::Narrowed => self.evict(),
+            ScopeChange::Narrowed => {
+                self.evict();
+                if matches!(state, State::Watching { .. }) {
+                    *state = State::Connect { resume: true };
+                }
+            }
         }
     }
 

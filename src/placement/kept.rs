@@ -35,7 +35,15 @@ impl Kept {
                 .and_then(|i| shards.get(i))
                 .is_some_and(|kept| kept.load(Ordering::Acquire))
         };
-        CacheScope::new(keeps, Arc::clone(&self.changes))
+        let (count, shards) = (self.count, Arc::clone(&self.shards));
+        let kept = move || {
+            let flags = count.shards().zip(shards.iter());
+            flags
+                .filter(|(_, kept)| kept.load(Ordering::Acquire))
+                .map(|(shard, _)| shard)
+                .collect()
+        };
+        CacheScope::new(keeps, kept, Arc::clone(&self.changes))
     }
 
     /// Whether an informer that still exists keeps only the kept shards:

@@ -2,6 +2,8 @@
 //! everywhere runnables; warm standbys; leader-only tasks; the placements
 //! a manager cannot honour refused at registration.
 
+#[path = "../support/looks.rs"]
+mod looks;
 #[path = "../support/widgets.rs"]
 mod widgets;
 

@@ -10,36 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::*;
-
-/// One reconcile: the replica, the key, and whether its cache had the
-/// object (nothing is ever deleted in these tests).
-#[derive(Debug, Clone)]
-struct Looked {
-    replica: &'static str,
-    key: String,
-    present: bool,
-}
-
-type Looks = Arc<Mutex<Vec<Looked>>>;
-
-#[derive(Clone)]
-struct Looker {
-    replica: &'static str,
-    looks: Looks,
-}
-
-impl Reconciler<Widget> for Looker {
-    type Error = Infallible;
-
-    async fn reconcile(&self, ctx: Context<Widget>) -> Result<Action, Infallible> {
-        self.looks.lock().push(Looked {
-            replica: self.replica,
-            key: ctx.key().clone(),
-            present: ctx.object().is_some(),
-        });
-        Ok(Action::Done)
-    }
-}
+use crate::looks::{self, Looker, Looks, every_reconcile_saw_its_object};
 
 /// One replica: a scoped informer (stopped apart), its sharding and its
 /// sharded controller.
@@ -129,25 +100,12 @@ fn reconciled_by_owners(
     keys: &[String],
     from: usize,
 ) -> bool {
-    let looks = looks.lock();
     let count = group.shard_count();
-    keys.iter().all(|key| {
-        let Some((owner, _)) = group.owner(count.shard_of(key)) else {
-            return false;
-        };
-        looks[from.min(looks.len())..]
-            .iter()
-            .any(|look| &look.key == key && look.replica == owner.as_str())
-    })
-}
-
-fn every_reconcile_saw_its_object(looks: &Looks) {
-    let looks = looks.lock();
-    let missing: Vec<&Looked> = looks.iter().filter(|look| !look.present).collect();
-    assert!(
-        missing.is_empty(),
-        "reconciled against a cache that lacked the object: {missing:?}"
-    );
+    let owner = |key: &str| {
+        let (owner, _) = group.owner(count.shard_of(key))?;
+        Some(owner.as_str().to_owned())
+    };
+    looks::reconciled_by_owners(looks, keys, owner, from)
 }
 
 #[tokio::test(start_paused = true)]

@@ -117,6 +117,7 @@ mod names;
 mod object;
 mod owner;
 mod selector;
+mod shard_label;
 mod source;
 mod streaming;
 
@@ -136,5 +137,6 @@ pub use self::events::{
 pub use self::membership::{KubeMembership, KubeMembershipBuilder, MembershipBuildError};
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};
+pub use self::shard_label::ShardLabel;
 pub use self::source::KubeSource;
 pub use self::streaming::ListMode;

@@ -10,9 +10,11 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 
 use super::endpoint::{Endpoint, KubeResource, status_code};
 use super::object::{key_of, parse_revision, revision_of};
+use super::shard_label::ShardLabel;
 use super::streaming::{ListMode, Streaming};
 use crate::client::Fences;
-use crate::object::Revision;
+use crate::informer::CacheScope;
+use crate::object::{ObjectKey, Revision};
 use crate::source::{Change, Snapshot, Source, SourceError, WatchStream};
 
 /// What a list passes each object through as it arrives.
@@ -77,6 +79,8 @@ pub struct KubeSource<K: KubeResource> {
     name: String,
     labels: Option<String>,
     fields: Option<String>,
+    /// Only the objects labelled with the shards the scope keeps.
+    shards: Option<(ShardLabel, CacheScope<ObjectKey>)>,
     page_size: NonZeroU32,
     streaming: Streaming,
 }
@@ -121,6 +125,7 @@ where
             endpoint,
             labels: None,
             fields: None,
+            shards: None,
             page_size: NonZeroU32::new(DEFAULT_PAGE_SIZE).expect("500 is not zero"),
             streaming: Streaming::new(ListMode::default()),
         }
@@ -138,6 +143,21 @@ where
     #[must_use]
     pub fn labels(mut self, selector: &str) -> Self {
         self.labels = Some(selector.to_owned());
+        self
+    }
+
+    /// Only the objects whose `label` names a shard `scope` keeps (beside
+    /// the [`labels`](Self::labels) selector, if any): each list and watch
+    /// asks for the shards kept when it is sent. Build the informer with
+    /// the same scope ([`InformerBuilder::scope`](crate::InformerBuilder::scope)),
+    /// from [`Sharding::cache_scope`](crate::placement::Sharding::cache_scope):
+    /// the API server then sends this replica its share only. Objects
+    /// without the label are seen by no such source: label them with
+    /// [`ShardLabel::label_missing`]. A scope that keeps no shard selects
+    /// nothing.
+    #[must_use]
+    pub fn shard_label(mut self, label: &ShardLabel, scope: &CacheScope<ObjectKey>) -> Self {
+        self.shards = Some((label.clone(), scope.clone()));
         self
     }
 
@@ -199,9 +219,20 @@ where
         super::client::client(self.clone(), Some(authority.fencing()))
     }
 
+    /// The label selector: the source's own and its shards' (the shards
+    /// kept now).
+    fn label_selector(&self) -> Option<String> {
+        let shards =
+            (self.shards.as_ref()).map(|(label, scope)| label.selector(&scope.kept_shards()));
+        match (&self.labels, shards) {
+            (Some(labels), Some(shards)) => Some(format!("{labels},{shards}")),
+            (labels, shards) => shards.or_else(|| labels.clone()),
+        }
+    }
+
     fn list_params(&self) -> ListParams {
         let mut params = ListParams::default().limit(self.page_size.get());
-        if let Some(labels) = &self.labels {
+        if let Some(labels) = &self.label_selector() {
             params = params.labels(labels);
         }
         if let Some(fields) = &self.fields {
@@ -212,7 +243,7 @@ where
 
     fn watch_params(&self) -> WatchParams {
         let mut params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
-        if let Some(labels) = &self.labels {
+        if let Some(labels) = &self.label_selector() {
             params = params.labels(labels);
         }
         if let Some(fields) = &self.fields {
@@ -440,6 +471,7 @@ where
             name: self.name.clone(),
             labels: self.labels.clone(),
             fields: self.fields.clone(),
+            shards: self.shards.clone(),
             page_size: self.page_size,
             streaming: self.streaming.clone(),
         }
@@ -452,6 +484,10 @@ impl<K: KubeResource> fmt::Debug for KubeSource<K> {
             .field("name", &self.name)
             .field("labels", &self.labels)
             .field("fields", &self.fields)
+            .field(
+                "shard_label",
+                &self.shards.as_ref().map(|(label, _)| label.key()),
+            )
             .field("page_size", &self.page_size)
             .field("list_mode", &self.streaming.mode())
             .finish_non_exhaustive()

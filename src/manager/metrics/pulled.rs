@@ -169,7 +169,7 @@ fn encode_informers(
     informers: &[(NameLabels, crate::informer::InformerStats)],
 ) -> Result<(), std::fmt::Error> {
     type Field = fn(&crate::informer::InformerStats) -> u64;
-    let counters: [(&str, &str, Field); 6] = [
+    let counters: [(&str, &str, Field); 7] = [
         ("tend_informer_lists", "Lists made by the informer", |s| {
             s.lists
         }),
@@ -196,6 +196,11 @@ fn encode_informers(
         ("tend_informer_resyncs", "Resync rounds delivered", |s| {
             s.resyncs
         }),
+        (
+            "tend_informer_out_of_scope",
+            "Listed or watched objects left out of a scoped cache: sent by the source for nothing",
+            |s| s.out_of_scope,
+        ),
     ];
     for (name, help, field) in counters {
         let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
