@@ -67,7 +67,7 @@ async fn labels(client: &kube::Client, ns: &str) -> Vec<(String, Option<String>)
         .iter()
         .map(|map| {
             let value = map.labels().and_then(|labels| labels.get(LABEL)).cloned();
-            (map.key().name.clone(), value)
+            (map.key().name, value)
         })
         .collect()
 }
@@ -154,11 +154,7 @@ impl Replica {
 
     fn cached(&self) -> BTreeSet<String> {
         let cache = self.informer.cache();
-        cache
-            .list()
-            .iter()
-            .map(|map| map.key().name.clone())
-            .collect()
+        cache.list().iter().map(|map| map.key().name).collect()
     }
 
     fn out_of_scope(&self) -> u64 {
@@ -213,6 +209,11 @@ impl World {
         looks::reconciled_by_owners(&self.looks, &keys, owner, from)
     }
 
+    fn replicas(&self, names: &[&'static str]) -> Vec<(&'static str, Replica)> {
+        let start = |name| Replica::start(name, &self.client, &self.ns, &self.group, &self.looks);
+        names.iter().map(|&name| (name, start(name))).collect()
+    }
+
     fn settled(&self, replicas: &[(&str, Replica)], names: &[String]) -> bool {
         self.cached_by_owners(replicas, names) && self.reconciled(names, 0)
     }
@@ -232,15 +233,7 @@ async fn replicas_selecting_by_shard_label_are_sent_only_their_shards_and_follow
     create(&world.client, &world.ns, &names).await;
     let stop = CancellationToken::new();
     let labelling = labeller(&world.client, &world.ns, label(shards), &stop);
-    let mut replicas: Vec<(&str, Replica)> = ["r0", "r1", "r2"]
-        .into_iter()
-        .map(|name| {
-            (
-                name,
-                Replica::start(name, &world.client, &world.ns, &world.group, &world.looks),
-            )
-        })
-        .collect();
+    let mut replicas = world.replicas(&["r0", "r1", "r2"]);
     wait_until(
         "each replica caching its shards, every map reconciled by its owner",
         LIMIT,
