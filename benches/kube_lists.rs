@@ -17,50 +17,22 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::ObjectMeta;
 use tend::kube::{KubeSource, ListMode};
 use tend::testing::kube::ControlPlane;
 use tend::{CancellationToken, Informer};
 
+#[path = "support/kube_maps.rs"]
+mod kube_maps;
 #[path = "support/memory.rs"]
 mod memory;
+
+use kube_maps::fill;
 
 #[global_allocator]
 static GLOBAL: memory::Counting = memory::Counting;
 
 const RUNS: usize = 3;
-
-/// A ConfigMap of about 1.7 KB: labels, annotations and data.
-fn config_map(namespace: &str, i: usize) -> ConfigMap {
-    let labels = BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_owned(),
-            format!("shop-{}", i % 50),
-        ),
-        ("app.kubernetes.io/part-of".to_owned(), "shop".to_owned()),
-        ("tier".to_owned(), ["web", "api", "db"][i % 3].to_owned()),
-    ]);
-    let annotations = BTreeMap::from([(
-        "deployment.kubernetes.io/revision".to_owned(),
-        (i % 7).to_string(),
-    )]);
-    let data = (0..12)
-        .map(|k| (format!("setting-{k}"), format!("{:0>100}", i * 13 + k)))
-        .collect();
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("map-{i:06}")),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            ..ObjectMeta::default()
-        },
-        data: Some(data),
-        ..ConfigMap::default()
-    }
-}
 
 /// One process's resident set now and its high-water mark, in bytes.
 fn rss(pid: u32) -> (u64, u64) {
@@ -111,20 +83,6 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
     }
 }
 
-async fn fill(source: &KubeSource<ConfigMap>, namespace: &str, count: usize) {
-    let maps = source.client();
-    let created = futures::stream::iter(0..count)
-        .map(|i| {
-            let maps = maps.clone();
-            let map = config_map(namespace, i);
-            async move { maps.create(map).await.expect("created") }
-        })
-        .buffer_unordered(64)
-        .count()
-        .await;
-    assert_eq!(created, count);
-}
-
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -144,7 +102,7 @@ async fn main() {
         .expect("a namespace");
     let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
     let started = Instant::now();
-    fill(&source, &ns, count).await;
+    fill(&source, &ns, count, |map| map).await;
     println!("created {count} ConfigMaps in {:.1?}", started.elapsed());
     let server = plane.apiserver_pid().expect("the API server runs");
     let mut figures: BTreeMap<&str, Vec<Measured>> = BTreeMap::new();
