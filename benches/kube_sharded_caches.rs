@@ -65,7 +65,9 @@ impl Mode {
         let builder = match self {
             Self::EveryKey => return Informer::builder(source.clone()).build().expect("valid"),
             Self::Scoped => Informer::builder(source.clone()),
-            Self::ByLabel => Informer::builder(source.clone().shard_label(label, &scope)),
+            Self::ByLabel => {
+                Informer::builder(source.clone().shard_label(label, &scope).expect("counts"))
+            }
         };
         builder.scope(scope).build().expect("valid")
     }
@@ -112,34 +114,45 @@ async fn main() {
     println!(
         "replicas  caches     settled MiB  peak MiB  vs 1 replica  out of scope  API server +MiB  took"
     );
-    let mib = |bytes: f64| bytes / f64::from(1 << 20);
     for mode in [Mode::EveryKey, Mode::Scoped, Mode::ByLabel] {
-        let mut one = None;
-        for replicas in 1..=3 {
-            let cached = if mode == Mode::EveryKey {
-                objects * replicas
-            } else {
-                objects
-            };
-            let mut server_peaks = Vec::new();
-            let mut runs: Vec<Measured> = Vec::new();
-            for _ in 0..RUNS {
-                let before = reset_rss_peak(server);
-                let informer = |sharding: &Sharding| mode.informer(&source, &label, sharding);
-                runs.push(measure(objects, replicas, cached, informer).await);
-                let peak = memory::resident(&server.to_string()).1;
-                server_peaks.push(peak.saturating_sub(before) as f64);
-            }
-            let (settled, peak, out_of_scope, took) = medians(&runs);
-            let one = *one.get_or_insert(settled);
-            println!(
-                "{replicas:>8}  {:<10} {:>11.1}  {:>8.1}  {:>12.2}  {out_of_scope:>12.0}  {:>15.1}  {took:.2} s",
-                mode.name(),
-                mib(settled),
-                mib(peak),
-                settled / one,
-                mib(sharded::median(server_peaks)),
-            );
+        print_mode(mode, &source, &label, objects, server).await;
+    }
+}
+
+/// Measures `mode` at 1, 2 and 3 replicas and prints a line for each.
+async fn print_mode(
+    mode: Mode,
+    source: &KubeSource<ConfigMap>,
+    label: &ShardLabel,
+    objects: usize,
+    server: u32,
+) {
+    let mib = |bytes: f64| bytes / f64::from(1 << 20);
+    let mut one = None;
+    for replicas in 1..=3 {
+        let cached = if mode == Mode::EveryKey {
+            objects * replicas
+        } else {
+            objects
+        };
+        let mut server_peaks = Vec::new();
+        let mut runs: Vec<Measured> = Vec::new();
+        for _ in 0..RUNS {
+            let before = reset_rss_peak(server);
+            let informer = |sharding: &Sharding| mode.informer(source, label, sharding);
+            runs.push(measure(objects, replicas, cached, informer).await);
+            let peak = memory::resident(&server.to_string()).1;
+            server_peaks.push(peak.saturating_sub(before) as f64);
         }
+        let (settled, peak, out_of_scope, took) = medians(&runs);
+        let one = *one.get_or_insert(settled);
+        println!(
+            "{replicas:>8}  {:<10} {:>11.1}  {:>8.1}  {:>12.2}  {out_of_scope:>12.0}  {:>15.1}  {took:.2} s",
+            mode.name(),
+            mib(settled),
+            mib(peak),
+            settled / one,
+            mib(sharded::median(server_peaks)),
+        );
     }
 }

@@ -125,7 +125,8 @@ impl Replica {
             .handover_timeout(Duration::from_secs(1));
         let scope = sharding.cache_scope();
         let source = KubeSource::<ConfigMap>::namespaced(client.clone(), ns)
-            .shard_label(&label(group.shard_count()), &scope);
+            .shard_label(&label(group.shard_count()), &scope)
+            .expect("the same shard count");
         let informer = Informer::builder(source)
             .scope(scope)
             .build()

@@ -9,22 +9,38 @@ use super::Event;
 use super::backoff::jittered;
 use super::cache::{Applied, Removed, Replaced};
 use super::stats::Counters;
-use super::watcher::Runner;
+use super::watcher::{Listing, Runner};
 use crate::object::{Object, Revision};
 use crate::source::{Change, Snapshot};
 
 impl<O: Object> Runner<'_, O> {
-    pub(super) fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) {
+    /// Before a list of a scoped informer: drops what the scope no longer
+    /// keeps, so that the cache holds only shards the list's selector
+    /// names; says where the scope is.
+    pub(super) fn begin_scoped_list(&mut self) -> Option<Listing> {
+        let scoped = self.shared.scope.as_ref()?;
+        let narrowed = *scoped.attached.narrowed.borrow();
+        self.evict();
+        let growth = *scoped.attached.widened.borrow();
+        Some(Listing { growth, narrowed })
+    }
+
+    /// Applies a list; `false` when the scope shrank while it ran: an
+    /// object it lacks that the scope keeps is kept as cached, neither
+    /// deleted nor dropped, and the caller lists again.
+    pub(super) fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) -> bool {
         let shared = self.shared;
         let count = snapshot.objects.len();
         let mut subscribers = shared.subscribers.lock();
         let with_events = !subscribers.is_empty();
         let scope = shared.scope.as_ref();
-        let generation = self.listing_growth.take();
+        let listing = self.listing.take();
+        let unsure = (scope.zip(listing))
+            .is_some_and(|(scoped, at)| *scoped.attached.narrowed.borrow() != at.narrowed);
         // Transformed already, as they were listed.
         let objects = snapshot.objects;
-        let replaced =
-            (shared.store).replace(objects, initial, with_events, scope.map(|s| &s.scope));
+        let scope_of = scope.map(|s| &s.scope);
+        let replaced = (shared.store).replace(objects, initial, with_events, scope_of, unsure);
         let Replaced {
             events,
             stale,
@@ -35,12 +51,12 @@ impl<O: Object> Runner<'_, O> {
         shared.store.publish(snapshot.revision);
         shared.store.mark_synced();
         drop(subscribers);
-        if let (Some(scoped), Some(generation)) = (scope, generation) {
+        if let (Some(scoped), Some(Listing { growth, .. }), false) = (scope, listing, unsure) {
             let filled = &scoped.attached.filled;
             filled.send_if_modified(|filled| {
-                let grew = generation > *filled;
+                let grew = growth > *filled;
                 if grew {
-                    *filled = generation;
+                    *filled = growth;
                 }
                 grew
             });
@@ -68,6 +84,7 @@ impl<O: Object> Runner<'_, O> {
                 .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
         }
         tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
+        !unsure
     }
 
     pub(super) fn apply(&mut self, change: Change<O>) {

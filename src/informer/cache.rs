@@ -436,13 +436,16 @@ impl<O: Object> Cache<O> {
     /// dropped by the caller, outside every lock.
     ///
     /// With a `scope`, a listed object it does not keep is left out, and a
-    /// cached one it does not keep is dropped with no event.
+    /// cached one it does not keep is dropped with no event; when `unsure`
+    /// (the list may have left out what the scope keeps now), a cached
+    /// object the list lacks and the scope keeps stays as it is.
     pub(crate) fn replace(
         &self,
         listed: Vec<O>,
         initial: bool,
         with_events: bool,
         scope: Option<&CacheScope<O::Key>>,
+        unsure: bool,
     ) -> Replaced<O> {
         let shared = &*self.shared;
         // A first list turns every object into an event.
@@ -469,6 +472,14 @@ impl<O: Object> Cache<O> {
                 }
                 let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
+            }
+            if let Some(scope) = scope.filter(|_| unsure) {
+                let carried = old
+                    .objects
+                    .iter()
+                    .filter(|(key, _)| !fresh.objects.contains_key(*key) && scope.keeps(key));
+                let carried: Vec<_> = carried.map(|(k, o)| (k.clone(), Arc::clone(o))).collect();
+                fresh.objects.extend(carried);
             }
             diff.vanished(&old.objects, &fresh.objects, scope);
         }

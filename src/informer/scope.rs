@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::shard::Shard;
+use crate::shard::{Shard, ShardCount};
 
 /// Which keys an informer's cache keeps: only those `keeps` passes now,
 /// a set that grows and shrinks at run time. Get one from
@@ -47,6 +47,7 @@ pub struct CacheScope<K> {
     keeps: Arc<dyn Fn(&K) -> bool + Send + Sync>,
     /// The shards kept now, for a source that selects by shard.
     shards: Arc<dyn Fn() -> Vec<Shard> + Send + Sync>,
+    count: ShardCount,
     changes: Arc<ScopeChanges>,
 }
 
@@ -55,6 +56,7 @@ impl<K> Clone for CacheScope<K> {
         Self {
             keeps: Arc::clone(&self.keeps),
             shards: Arc::clone(&self.shards),
+            count: self.count,
             changes: Arc::clone(&self.changes),
         }
     }
@@ -70,18 +72,26 @@ impl<K> fmt::Debug for CacheScope<K> {
 }
 
 impl<K> CacheScope<K> {
-    /// The keys `keeps` passes, those of the shards `shards` names;
-    /// `changes` is told when that set changes.
+    /// The keys `keeps` passes, those of the shards (of `count`) that
+    /// `shards` names; `changes` is told when that set changes.
     pub(crate) fn new(
         keeps: impl Fn(&K) -> bool + Send + Sync + 'static,
         shards: impl Fn() -> Vec<Shard> + Send + Sync + 'static,
+        count: ShardCount,
         changes: Arc<ScopeChanges>,
     ) -> Self {
         Self {
             keeps: Arc::new(keeps),
             shards: Arc::new(shards),
+            count,
             changes,
         }
+    }
+
+    /// How many shards keys map to.
+    #[must_use]
+    pub fn shard_count(&self) -> ShardCount {
+        self.count
     }
 
     /// The shards kept now.
@@ -189,7 +199,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn filled_waits_for_every_informer_that_still_exists() {
         let changes = Arc::new(ScopeChanges::new());
-        let scope = CacheScope::<u64>::new(|_| true, Vec::new, Arc::clone(&changes));
+        let count = ShardCount::new(1).expect("valid");
+        let scope = CacheScope::<u64>::new(|_| true, Vec::new, count, Arc::clone(&changes));
         assert!(!changes.attached());
         let first = scope.attach();
         let second = scope.attach();

@@ -71,8 +71,8 @@ pub(super) struct Runner<'a, O: Object> {
     /// The last run of watch events ended with a settled flush: buffering
     /// handlers may have kept keys back.
     pub(super) held: bool,
-    /// The scope's growth when the list under way began.
-    pub(super) listing_growth: Option<u64>,
+    /// Where the scope was when the list under way began.
+    pub(super) listing: Option<Listing>,
 }
 
 impl<'a, O: Object> Runner<'a, O> {
@@ -93,7 +93,7 @@ impl<'a, O: Object> Runner<'a, O> {
             resync_at: None,
             relist_at: None,
             held: false,
-            listing_growth: None,
+            listing: None,
         }
     }
 
@@ -210,9 +210,7 @@ impl<'a, O: Object> Runner<'a, O> {
         if !initial {
             Counters::bump(&counters.relists);
         }
-        // Read before the source is asked: a source that filters as it
-        // lists (by a label) lists at least this growth of the scope.
-        self.listing_growth = (self.shared.scope.as_ref()).map(|s| *s.attached.widened.borrow());
+        self.listing = self.begin_scoped_list();
         let listed = match &self.shared.transform {
             Some(transform) => self.shared.source.list_transformed(&**transform).await,
             None => self.shared.source.list().await,
@@ -220,11 +218,15 @@ impl<'a, O: Object> Runner<'a, O> {
         match listed {
             Ok(snapshot) => {
                 counters.progressed(Instant::now());
-                self.apply_list(snapshot, initial);
+                let sure = self.apply_list(snapshot, initial);
                 self.backoff.healthy();
                 self.failures = 0;
                 self.fresh_list = true;
-                State::Connect { resume: false }
+                if sure {
+                    State::Connect { resume: false }
+                } else {
+                    State::List
+                }
             }
             Err(error) => {
                 counters.failed(Instant::now());
@@ -385,6 +387,17 @@ impl<'a, O: Object> Runner<'a, O> {
 struct Followed {
     widened: watch::Receiver<u64>,
     narrowed: watch::Receiver<u64>,
+}
+
+/// Where a scoped informer's scope was when a list began.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Listing {
+    /// The growth: a source that filters as it lists (by a label) lists
+    /// at least this one.
+    pub(super) growth: u64,
+    /// The shrinks: one during the list means an object missing from it
+    /// may have been left out by its selector rather than deleted.
+    pub(super) narrowed: u64,
 }
 
 /// How the scope changed.

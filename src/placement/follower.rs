@@ -25,6 +25,7 @@ struct Acquired {
 }
 
 /// A shard acquired whose objects the scoped caches were filling.
+#[derive(Debug, Clone, Copy)]
 struct Filled {
     shard: Shard,
     token: FencingToken,
@@ -42,7 +43,7 @@ pub(super) struct Follower {
     /// Shards acquired, not yet gained: the scoped caches are fetching
     /// their objects (a gained key is never reconciled against a cache
     /// that lacks it).
-    filling: HashMap<Shard, FencingToken>,
+    filling: HashMap<Shard, (FencingToken, AbortHandle)>,
     filled: JoinSet<Filled>,
     draining: HashSet<Shard>,
     /// Whether each drained shard's release succeeded.
@@ -98,9 +99,15 @@ impl Follower {
                     self.gained(&gained);
                 }
                 Some(done) = self.filled.join_next() => {
-                    if let Ok(filled) = done {
-                        self.filled_one(filled, &mine).await;
+                    let mut gained = Vec::new();
+                    let mut next = Some(done);
+                    while let Some(done) = next.take() {
+                        if let Ok(filled) = done {
+                            self.filled_one(filled, &mine, &mut gained);
+                        }
+                        next = self.filled.try_join_next();
                     }
+                    self.gained(&gained);
                 }
                 Some(drained) = self.drained.join_next() => {
                     if let Ok((shard, released)) = drained {
@@ -137,6 +144,16 @@ impl Follower {
         for (shard, _) in owned.owned() {
             if !mine.contains(&shard) {
                 self.hand_over(shard);
+            }
+        }
+        let moved: Vec<Shard> = (self.filling.keys())
+            .filter(|shard| !mine.contains(shard))
+            .copied()
+            .collect();
+        for shard in moved {
+            if let Some((token, handle)) = self.filling.remove(&shard) {
+                handle.abort();
+                self.release_unowned(shard, token);
             }
         }
         self.acquiring.retain(|shard, (_, handle)| {
@@ -200,7 +217,9 @@ impl Follower {
             // Handed over or given back already (tokens only grow).
             Ok(token) if self.retired.get(&shard).is_some_and(|&r| token <= r) => {}
             // Gained (or being filled) already, from another result.
-            Ok(token) if owned == Some(token) || self.filling.get(&shard) == Some(&token) => {}
+            Ok(token)
+                if owned == Some(token)
+                    || self.filling.get(&shard).is_some_and(|(t, _)| *t == token) => {}
             // Another token while one is owned, filled or drained: not to keep.
             Ok(token)
                 if owned.is_some()
@@ -241,8 +260,7 @@ impl Follower {
     fn fill(&mut self, shard: Shard, token: FencingToken, assigned: Instant) {
         let sharding = Arc::clone(&self.sharding);
         let generation = sharding.kept.generation();
-        self.filling.insert(shard, token);
-        self.filled.spawn(async move {
+        let handle = self.filled.spawn(async move {
             sharding.kept.filled(generation).await;
             Filled {
                 shard,
@@ -250,27 +268,39 @@ impl Follower {
                 assigned,
             }
         });
+        self.filling.insert(shard, (token, handle));
     }
 
-    /// A shard's objects are cached: gained if still assigned here, else
-    /// given back.
-    async fn filled_one(&mut self, filled: Filled, mine: &HashSet<Shard>) {
+    /// A shard's objects are cached: gained (into `gained`) if still
+    /// assigned here, else released.
+    fn filled_one(&mut self, filled: Filled, mine: &HashSet<Shard>, gained: &mut Vec<Shard>) {
         let Filled {
             shard,
             token,
             assigned,
         } = filled;
-        if self.filling.get(&shard) != Some(&token) {
+        if self.filling.get(&shard).is_none_or(|(t, _)| *t != token) {
             return;
         }
         self.filling.remove(&shard);
         if mine.contains(&shard) && self.sharding.owned.token(shard).is_none() {
-            let mut gained = Vec::new();
-            self.gain(shard, token, assigned, &mut gained);
-            self.gained(&gained);
+            self.gain(shard, token, assigned, gained);
         } else {
-            self.give_back(shard, token).await;
+            self.release_unowned(shard, token);
         }
+    }
+
+    /// Releases `shard`, acquired but never gained (nothing to drain), in
+    /// a task, as a handover does: a filling that may never end (an
+    /// informer that does not list) must not hold a shard moved away.
+    fn release_unowned(&mut self, shard: Shard, token: FencingToken) {
+        let sharding = Arc::clone(&self.sharding);
+        self.draining.insert(shard);
+        self.retired.insert(shard, token);
+        self.drained.spawn(async move {
+            let released = release(&*sharding.membership, shard, token).await;
+            (shard, released)
+        });
     }
 
     /// Has the scoped caches keep the shards assigned, owned, being filled
@@ -364,7 +394,6 @@ impl Follower {
         self.stop_acquiring();
         self.filled.abort_all();
         self.filling.clear();
-        self.sharding.kept.set(&HashSet::new());
         self.report_owned();
         PlacementError::LostMembership { group }
     }
@@ -381,15 +410,14 @@ impl Follower {
     async fn leave(mut self) -> Result<(), PlacementError> {
         self.stop_acquiring();
         self.filled.abort_all();
-        for (shard, token) in std::mem::take(&mut self.filling) {
-            self.give_back(shard, token).await;
+        for (shard, (token, _)) in std::mem::take(&mut self.filling) {
+            self.release_unowned(shard, token);
         }
         for (shard, _) in self.sharding.owned.owned() {
             self.hand_over(shard);
         }
         self.acquired.shutdown().await;
         while self.drained.join_next().await.is_some() {}
-        self.sharding.kept.set(&HashSet::new());
         let membership = &self.sharding.membership;
         match tokio::time::timeout(LEAVE_TIMEOUT, membership.leave()).await {
             Ok(Ok(())) => {}

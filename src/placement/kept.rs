@@ -43,7 +43,7 @@ impl Kept {
                 .map(|(shard, _)| shard)
                 .collect()
         };
-        CacheScope::new(keeps, kept, Arc::clone(&self.changes))
+        CacheScope::new(keeps, kept, self.count, Arc::clone(&self.changes))
     }
 
     /// Whether an informer that still exists keeps only the kept shards:
@@ -87,5 +87,16 @@ impl Kept {
     /// growth `generation`.
     pub(super) async fn filled(&self, generation: u64) {
         self.changes.filled(generation).await;
+    }
+}
+
+/// Keeps no shard when dropped: held by the sharding's run, so that
+/// however it ends (a clean leave, a lost membership, its future dropped)
+/// the scoped caches drop what they kept.
+pub(super) struct KeepNoneOnDrop<'a>(pub(super) &'a Kept);
+
+impl Drop for KeepNoneOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set(&HashSet::new());
     }
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::PlacementError;
 use super::follower::Follower;
-use super::kept::Kept;
+use super::kept::{KeepNoneOnDrop, Kept};
 use crate::client::FencingToken;
 use crate::controller::{LoseAllOnDrop, Ownership, Slots};
 use crate::informer::CacheScope;
@@ -275,6 +275,8 @@ impl Sharding {
             }));
         }
         let _running = Running(&self.inner.running);
+        // Dropped in reverse: nothing owned any more, then nothing kept.
+        let _kept = KeepNoneOnDrop(&self.inner.kept);
         let _owned = LoseAllOnDrop(Arc::clone(&self.inner.owned));
         let membership = Arc::clone(&self.inner.membership);
         tokio::select! {

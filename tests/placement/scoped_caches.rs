@@ -245,3 +245,49 @@ async fn a_shard_is_gained_only_once_its_objects_are_cached() {
     every_reconcile_saw_its_object(&looks);
     scoped.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_moved_away_while_its_objects_are_listed_is_released_at_once() {
+    let keys = names(60);
+    let store = store_of(60);
+    let group = MemoryMembershipGroup::new("widgets", ShardCount::new(4).expect("valid"));
+    let permits = Arc::new(Semaphore::new(0));
+    let gated = Gated {
+        store: store.clone(),
+        lists: AtomicUsize::new(0),
+        permits: Arc::clone(&permits),
+    };
+    let first = sharding(&group, "r0");
+    let mut r0 = Scoped::start(Scoped::informer(gated, &first), first);
+    within("the first list", LIMIT, r0.informer.wait_synced(LIMIT))
+        .await
+        .expect("synced");
+    let looks = Looks::default();
+    r0.join("r0", &looks);
+    eventually("every shard acquired by r0, none gained", LIMIT, || {
+        owned_keys(&group, &keys, "r0").len() == 60
+    })
+    .await;
+    let second = sharding(&group, "r1");
+    let mut r1 = Scoped::start(Scoped::informer(store.clone(), &second), second);
+    r1.join("r1", &looks);
+    eventually(
+        "r1's share released by r0 and reconciled on r1",
+        LIMIT,
+        || {
+            let share = owned_keys(&group, &keys, "r1");
+            let share: Vec<String> = share.into_iter().collect();
+            !share.is_empty() && share.len() < 60 && reconciled_by_owners(&group, &looks, &share, 0)
+        },
+    )
+    .await;
+    assert!(!r0.sharding.owns_any(), "r0's list still waits");
+    permits.add_permits(Semaphore::MAX_PERMITS / 2);
+    eventually("every key reconciled by its owner", LIMIT, || {
+        reconciled_by_owners(&group, &looks, &keys, 0)
+    })
+    .await;
+    every_reconcile_saw_its_object(&looks);
+    r0.stop().await;
+    r1.stop().await;
+}

@@ -137,6 +137,6 @@ pub use self::events::{
 pub use self::membership::{KubeMembership, KubeMembershipBuilder, MembershipBuildError};
 pub use self::object::{RevisionError, key_of, parse_revision, revision_of};
 pub use self::owner::{controller_of, controller_reference};
-pub use self::shard_label::ShardLabel;
+pub use self::shard_label::{ShardLabel, ShardLabelError};
 pub use self::source::KubeSource;
 pub use self::streaming::ListMode;

@@ -77,10 +77,10 @@ const LIST_RESTARTS: u32 = 3;
 pub struct KubeSource<K: KubeResource> {
     pub(super) endpoint: Endpoint<K>,
     name: String,
-    labels: Option<String>,
+    pub(super) labels: Option<String>,
     fields: Option<String>,
     /// Only the objects labelled with the shards the scope keeps.
-    shards: Option<(ShardLabel, CacheScope<ObjectKey>)>,
+    pub(super) shards: Option<(ShardLabel, CacheScope<ObjectKey>)>,
     page_size: NonZeroU32,
     streaming: Streaming,
 }
@@ -146,21 +146,6 @@ where
         self
     }
 
-    /// Only the objects whose `label` names a shard `scope` keeps (beside
-    /// the [`labels`](Self::labels) selector, if any): each list and watch
-    /// asks for the shards kept when it is sent. Build the informer with
-    /// the same scope ([`InformerBuilder::scope`](crate::InformerBuilder::scope)),
-    /// from [`Sharding::cache_scope`](crate::placement::Sharding::cache_scope):
-    /// the API server then sends this replica its share only. Objects
-    /// without the label are seen by no such source: label them with
-    /// [`ShardLabel::label_missing`]. A scope that keeps no shard selects
-    /// nothing.
-    #[must_use]
-    pub fn shard_label(mut self, label: &ShardLabel, scope: &CacheScope<ObjectKey>) -> Self {
-        self.shards = Some((label.clone(), scope.clone()));
-        self
-    }
-
     /// Only objects whose fields match `selector`
     /// (`metadata.name=settings`).
     #[must_use]
@@ -219,17 +204,6 @@ where
         super::client::client(self.clone(), Some(authority.fencing()))
     }
 
-    /// The label selector: the source's own and its shards' (the shards
-    /// kept now).
-    fn label_selector(&self) -> Option<String> {
-        let shards =
-            (self.shards.as_ref()).map(|(label, scope)| label.selector(&scope.kept_shards()));
-        match (&self.labels, shards) {
-            (Some(labels), Some(shards)) => Some(format!("{labels},{shards}")),
-            (labels, shards) => shards.or_else(|| labels.clone()),
-        }
-    }
-
     fn list_params(&self) -> ListParams {
         let mut params = ListParams::default().limit(self.page_size.get());
         if let Some(labels) = &self.label_selector() {
@@ -261,8 +235,11 @@ where
         let mut objects = Vec::new();
         let mut revision = None;
         let mut token: Option<String> = None;
+        // One selector for every page: the server refuses a continue token
+        // with other parameters.
+        let first = self.list_params();
         loop {
-            let mut params = self.list_params();
+            let mut params = first.clone();
             if let Some(token) = &token {
                 params = params.continue_token(token);
             }
