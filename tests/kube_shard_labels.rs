@@ -1,7 +1,8 @@
 //! Shard labels on a real API server: `ShardLabel::label_missing` labels
 //! every object with its shard, and sharded replicas whose `KubeSource`
-//! selects by that label are sent only their own shards' objects, fill a
-//! gained shard before reconciling it, and follow a handover.
+//! selects by that label are sent only their own shards' objects and
+//! follow a handover (that a shard is gained only once filled is checked
+//! in `tests/placement/scoped_caches.rs`).
 
 #[path = "support/kube.rs"]
 mod kube_support;

@@ -194,7 +194,19 @@ pub(super) struct Attached {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use tokio::sync::Semaphore;
+
     use super::*;
+    use crate::backend::memory::MemoryStore;
+    use crate::informer::{Event, Informer};
+    use crate::object::Revision;
+    use crate::source::{Snapshot, Source, SourceError, WatchStream};
+    use tokio_util::sync::CancellationToken;
 
     #[tokio::test(start_paused = true)]
     async fn filled_waits_for_every_informer_that_still_exists() {
@@ -219,5 +231,172 @@ mod tests {
         drop(first);
         assert!(!changes.attached());
         changes.filled(changes.widen()).await;
+    }
+
+    #[derive(Debug, Clone)]
+    struct Thing {
+        name: String,
+        version: Revision,
+    }
+
+    crate::impl_object!(Thing, key: name: String, version: version);
+
+    type Kept = Arc<Mutex<HashSet<String>>>;
+
+    /// Lists only the kept names, as a server selecting by label: each
+    /// list after the first waits for a permit before it reads the kept
+    /// set, and for another after.
+    struct Selecting {
+        store: MemoryStore<Thing>,
+        kept: Kept,
+        lists: AtomicUsize,
+        before: Semaphore,
+        after: Semaphore,
+    }
+
+    #[async_trait]
+    impl Source for Selecting {
+        type Object = Thing;
+
+        fn name(&self) -> &str {
+            "selecting"
+        }
+
+        async fn list(&self) -> Result<Snapshot<Thing>, SourceError> {
+            let gated = self.lists.fetch_add(1, Ordering::AcqRel) > 0;
+            if gated {
+                self.before.acquire().await.expect("open").forget();
+            }
+            let kept = self.kept.lock().clone();
+            if gated {
+                self.after.acquire().await.expect("open").forget();
+            }
+            let mut snapshot = self.store.list().await?;
+            snapshot.objects.retain(|thing| kept.contains(&thing.name));
+            Ok(snapshot)
+        }
+
+        async fn watch(&self, from: Revision) -> Result<WatchStream<Thing>, SourceError> {
+            self.store.watch(from).await
+        }
+    }
+
+    fn thing(name: &str) -> Thing {
+        Thing {
+            name: name.to_owned(),
+            version: Revision::ZERO,
+        }
+    }
+
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        for _ in 0..10_000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    /// An informer over a `Selecting` source keeping `a` and `b`, with a
+    /// count of the deletions it delivered.
+    struct World {
+        informer: Informer<Thing>,
+        source: Arc<Selecting>,
+        kept: Kept,
+        changes: Arc<ScopeChanges>,
+        deleted: Arc<AtomicUsize>,
+        _deletions: crate::informer::Subscription<Thing>,
+    }
+
+    fn world() -> World {
+        let store = MemoryStore::new("things");
+        store.put(thing("a"));
+        store.put(thing("b"));
+        let kept: Kept = Arc::new(Mutex::new(["a", "b"].map(str::to_owned).into()));
+        let changes = Arc::new(ScopeChanges::new());
+        let keeps = {
+            let kept = Arc::clone(&kept);
+            move |name: &String| kept.lock().contains(name)
+        };
+        let count = ShardCount::new(1).expect("valid");
+        let scope = CacheScope::new(keeps, Vec::new, count, Arc::clone(&changes));
+        let source = Arc::new(Selecting {
+            store,
+            kept: Arc::clone(&kept),
+            lists: AtomicUsize::new(0),
+            before: Semaphore::new(0),
+            after: Semaphore::new(0),
+        });
+        let informer = Informer::builder_from_arc(source.clone())
+            .scope(scope)
+            .build()
+            .expect("valid");
+        let deleted = Arc::new(AtomicUsize::new(0));
+        let _deletions = informer.subscribe({
+            let deleted = Arc::clone(&deleted);
+            move |event: &Event<Thing>| {
+                if matches!(event, Event::Deleted(_)) {
+                    deleted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        World {
+            informer,
+            source,
+            kept,
+            changes,
+            deleted,
+            _deletions,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_list_during_which_the_scope_shrank_deletes_nothing_it_may_have_left_out() {
+        let World {
+            informer,
+            source,
+            kept,
+            changes,
+            deleted,
+            _deletions,
+        } = world();
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let (informer, stop) = (informer.clone(), stop.clone());
+            async move { informer.run(stop).await }
+        });
+        until("the first list", || informer.cache().len() == 2).await;
+        kept.lock().insert("c".to_owned());
+        changes.widen();
+        until("a second list", || {
+            source.lists.load(Ordering::Acquire) == 2
+        })
+        .await;
+        kept.lock().remove("b");
+        changes.narrow();
+        source.before.add_permits(1);
+        until("the list's selector read", || {
+            source.before.available_permits() == 0
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        kept.lock().insert("b".to_owned());
+        let growth = changes.widen();
+        source.after.add_permits(1);
+        source.before.add_permits(100);
+        source.after.add_permits(100);
+        until("a list that fills the last growth", || {
+            source.lists.load(Ordering::Acquire) >= 3 && informer.cache().len() == 2
+        })
+        .await;
+        changes.filled(growth).await;
+        assert_eq!(
+            deleted.load(Ordering::Relaxed),
+            0,
+            "b was left out, not deleted"
+        );
+        stop.cancel();
+        running.await.expect("joined").expect("ran");
     }
 }

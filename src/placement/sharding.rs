@@ -178,7 +178,9 @@ impl Sharding {
     ///
     /// Give it to the informers of the sharded controllers' primary
     /// sources only (a secondary's keys are not the primary's), and read
-    /// no other key of such a cache in a reconcile: it is not there.
+    /// no other key of such a cache in a reconcile: it is not there. Run
+    /// every informer built with it: one that never lists holds back every
+    /// gain.
     ///
     /// # Examples
     ///
