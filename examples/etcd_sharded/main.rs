@@ -1,6 +1,7 @@
 //! Three replicas sharing the keys of one controller through an etcd
-//! membership: each reconciles only the keys of the shards it owns, every
-//! write fenced in etcd with the shard's token. One replica is killed
+//! membership: each reconciles only the keys of the shards it owns, and
+//! caches only their items, every write fenced in etcd with the shard's
+//! token. One replica is killed
 //! mid-run (no leave: its lease must expire) and the others take its
 //! shards over. The handover's checks are in `handover.rs`, the demo's
 //! keys in etcd in `store.rs`.
@@ -156,7 +157,12 @@ async fn replica(
         .sharding(member, shards())
         .shard_handover_timeout(Duration::from_secs(1))
         .build()?;
-    let informer = manager.informer("items", || Informer::builder(source).build())?;
+    // Each replica caches only the items of the shards it keeps.
+    let scope = manager
+        .sharding()
+        .ok_or("built with a membership")?
+        .cache_scope();
+    let informer = manager.informer("items", || Informer::builder(source).scope(scope).build())?;
     let stamp = Stamp {
         replica: name,
         log: Arc::clone(log),
