@@ -25,9 +25,10 @@ impl<O: Object> Runner<'_, O> {
         Some(Listing { growth, narrowed })
     }
 
-    /// Applies a list; `false` when the scope shrank while it ran: an
-    /// object it lacks that the scope keeps is kept as cached, neither
-    /// deleted nor dropped, and the caller lists again.
+    /// Applies a list; `false` when the scope shrank while it ran and an
+    /// object it lacks that the scope keeps was kept as cached, neither
+    /// deleted nor dropped: the cache is neither synced nor filled by it,
+    /// and the caller lists again.
     pub(super) fn apply_list(&mut self, snapshot: Snapshot<O>, initial: bool) -> bool {
         let shared = self.shared;
         let count = snapshot.objects.len();
@@ -35,31 +36,29 @@ impl<O: Object> Runner<'_, O> {
         let with_events = !subscribers.is_empty();
         let scope = shared.scope.as_ref();
         let listing = self.listing.take();
-        let unsure = (scope.zip(listing))
-            .is_some_and(|(scoped, at)| *scoped.attached.narrowed.borrow() != at.narrowed);
+        let shrank = || {
+            (scope.zip(listing))
+                .is_some_and(|(scoped, at)| *scoped.attached.narrowed.borrow() != at.narrowed)
+        };
         // Transformed already, as they were listed.
         let objects = snapshot.objects;
         let scope_of = scope.map(|s| &s.scope);
-        let replaced = (shared.store).replace(objects, initial, with_events, scope_of, unsure);
+        let replaced = (shared.store).replace(objects, initial, with_events, scope_of, &shrank);
         let Replaced {
             events,
             stale,
             out_of_scope,
+            carried: unsure,
             old,
         } = replaced;
         let events = subscribers.deliver_all(events);
         shared.store.publish(snapshot.revision);
-        shared.store.mark_synced();
+        if !unsure {
+            shared.store.mark_synced();
+        }
         drop(subscribers);
-        if let (Some(scoped), Some(Listing { growth, .. }), false) = (scope, listing, unsure) {
-            let filled = &scoped.attached.filled;
-            filled.send_if_modified(|filled| {
-                let grew = growth > *filled;
-                if grew {
-                    *filled = growth;
-                }
-                grew
-            });
+        if let (Some(listing), false) = (listing, unsure) {
+            self.filled(listing.growth);
         }
         Counters::add(&shared.counters.stale_ignored, stale);
         Counters::add(&shared.counters.out_of_scope, out_of_scope);
@@ -72,19 +71,36 @@ impl<O: Object> Runner<'_, O> {
             std::sync::atomic::Ordering::Relaxed,
         );
         self.tombstones.clear();
-        let now = Instant::now();
-        self.relist_at = shared
-            .options
-            .relist
-            .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
-        if self.resync_at.is_none() {
-            self.resync_at = shared
-                .options
-                .resync
-                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
-        }
+        self.listed_timers();
         tracing::info!(objects = count, changes, revision = %snapshot.revision, initial, "listed");
         !unsure
+    }
+
+    /// Tells the scope's owner that the cache holds the objects of its
+    /// growth `growth`.
+    fn filled(&self, growth: u64) {
+        let Some(scoped) = &self.shared.scope else {
+            return;
+        };
+        scoped.attached.filled.send_if_modified(|filled| {
+            let grew = growth > *filled;
+            if grew {
+                *filled = growth;
+            }
+            grew
+        });
+    }
+
+    /// After a list: the relist timer starts over, the resync's starts if
+    /// it has not.
+    fn listed_timers(&mut self) {
+        let (options, now) = (&self.shared.options, Instant::now());
+        self.relist_at = (options.relist)
+            .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
+        if self.resync_at.is_none() {
+            self.resync_at = (options.resync)
+                .map(|period| crate::time::deadline(now, jittered(period, &mut self.rng)));
+        }
     }
 
     pub(super) fn apply(&mut self, change: Change<O>) {

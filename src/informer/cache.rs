@@ -436,16 +436,18 @@ impl<O: Object> Cache<O> {
     /// dropped by the caller, outside every lock.
     ///
     /// With a `scope`, a listed object it does not keep is left out, and a
-    /// cached one it does not keep is dropped with no event; when `unsure`
-    /// (the list may have left out what the scope keeps now), a cached
-    /// object the list lacks and the scope keeps stays as it is.
+    /// cached one it does not keep is dropped with no event. When the
+    /// scope `shrank` since the list began (asked after the scope's last
+    /// answer, so that a shard dropped and kept again meanwhile shows), the
+    /// list may have left out what the scope keeps now: a cached object it
+    /// lacks that the scope keeps stays as it is (`Replaced::carried`).
     pub(crate) fn replace(
         &self,
         listed: Vec<O>,
         initial: bool,
         with_events: bool,
         scope: Option<&CacheScope<O::Key>>,
-        unsure: bool,
+        shrank: &dyn Fn() -> bool,
     ) -> Replaced<O> {
         let shared = &*self.shared;
         // A first list turns every object into an event.
@@ -462,6 +464,7 @@ impl<O: Object> Cache<O> {
         };
         let mut fresh = Entries::with_capacity(shared.index_fns.len(), listed.len());
         let mut out_of_scope = 0;
+        let carried;
         {
             let old = shared.cache.read();
             for object in listed {
@@ -473,15 +476,20 @@ impl<O: Object> Cache<O> {
                 let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
             }
-            if let Some(scope) = scope.filter(|_| unsure) {
-                let carried = old
-                    .objects
-                    .iter()
-                    .filter(|(key, _)| !fresh.objects.contains_key(*key) && scope.keeps(key));
-                let carried: Vec<_> = carried.map(|(k, o)| (k.clone(), Arc::clone(o))).collect();
-                fresh.objects.extend(carried);
+            let gone = (with_events || scope.is_some()).then(|| {
+                let gone = old.objects.iter().filter(|(key, _)| {
+                    !fresh.objects.contains_key(*key) && scope.is_none_or(|s| s.keeps(key))
+                });
+                gone.map(|(key, object)| (key.clone(), Arc::clone(object)))
+                    .collect::<Vec<_>>()
+            });
+            let gone = gone.unwrap_or_default();
+            carried = scope.is_some() && !gone.is_empty() && shrank();
+            if carried {
+                fresh.objects.extend(gone);
+            } else {
+                diff.vanished(gone);
             }
-            diff.vanished(&old.objects, &fresh.objects, scope);
         }
         fresh.index_all(&shared.index_fns);
         let old = std::mem::replace(&mut *shared.cache.write(), fresh);
@@ -489,6 +497,7 @@ impl<O: Object> Cache<O> {
             events: diff.events,
             stale: diff.stale,
             out_of_scope,
+            carried,
             old,
         }
     }
@@ -536,6 +545,9 @@ pub(crate) struct Replaced<O: Object> {
     pub(crate) stale: u64,
     /// Listed objects the scope does not keep.
     pub(crate) out_of_scope: u64,
+    /// Objects the list lacked were kept as cached: the scope shrank while
+    /// it ran (see [`Cache::replace`]).
+    pub(crate) carried: bool,
     /// The replaced cache, to drop outside every lock.
     pub(crate) old: Entries<O>,
 }

@@ -1,14 +1,10 @@
 //! `Diff`: what a relist changes, as events: the cache's state against
 //! the listed objects.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use foldhash::fast::RandomState;
 
 use super::Event;
 use super::dispatch::Keyed;
-use super::scope::CacheScope;
 use crate::object::Object;
 
 /// The differences a relist finds between the cache and the listed objects.
@@ -50,21 +46,15 @@ impl<O: Object> Diff<O> {
     /// Records a deletion for every cached object the list no longer has,
     /// ahead of the other changes: a subscriber that counts objects (say,
     /// per owner) never sees a replacement beside what it replaced.
-    /// A cached object out of `scope` is dropped, not deleted: no event.
-    pub(super) fn vanished(
-        &mut self,
-        old: &HashMap<O::Key, Arc<O>, RandomState>,
-        fresh: &HashMap<O::Key, Arc<O>, RandomState>,
-        scope: Option<&CacheScope<O::Key>>,
-    ) {
+    /// `gone` are the cached objects the list no longer has (and its scope,
+    /// if any, keeps: one it does not is dropped, not deleted).
+    pub(super) fn vanished(&mut self, gone: Vec<(O::Key, Arc<O>)>) {
         if !self.with_events {
             return;
         }
-        let gone = old.iter().filter(|(key, _)| {
-            !fresh.contains_key(*key) && scope.is_none_or(|scope| scope.keeps(key))
-        });
+        let gone = gone.into_iter();
         let mut events: Vec<Keyed<O>> = gone
-            .map(|(key, object)| (key.clone(), Event::Deleted(Arc::clone(object))))
+            .map(|(key, object)| (key, Event::Deleted(object)))
             .collect();
         if !events.is_empty() {
             events.append(&mut self.events);

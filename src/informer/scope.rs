@@ -298,8 +298,8 @@ mod tests {
         panic!("timed out waiting for {what}");
     }
 
-    /// An informer over a `Selecting` source keeping `a` and `b`, with a
-    /// count of the deletions it delivered.
+    /// An informer over a `Selecting` source keeping `a`, `b` and `d`,
+    /// with a count of the deletions it delivered.
     struct World {
         informer: Informer<Thing>,
         source: Arc<Selecting>,
@@ -313,7 +313,8 @@ mod tests {
         let store = MemoryStore::new("things");
         store.put(thing("a"));
         store.put(thing("b"));
-        let kept: Kept = Arc::new(Mutex::new(["a", "b"].map(str::to_owned).into()));
+        store.put(thing("d"));
+        let kept: Kept = Arc::new(Mutex::new(["a", "b", "d"].map(str::to_owned).into()));
         let changes = Arc::new(ScopeChanges::new());
         let keeps = {
             let kept = Arc::clone(&kept);
@@ -352,7 +353,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_list_during_which_the_scope_shrank_deletes_nothing_it_may_have_left_out() {
+    async fn a_list_during_which_the_scope_shrank_deletes_only_what_the_next_list_lacks() {
         let World {
             informer,
             source,
@@ -366,7 +367,7 @@ mod tests {
             let (informer, stop) = (informer.clone(), stop.clone());
             async move { informer.run(stop).await }
         });
-        until("the first list", || informer.cache().len() == 2).await;
+        until("the first list", || informer.cache().len() == 3).await;
         kept.lock().insert("c".to_owned());
         changes.widen();
         until("a second list", || {
@@ -375,6 +376,8 @@ mod tests {
         .await;
         kept.lock().remove("b");
         changes.narrow();
+        let client = source.store.client();
+        client.delete(&"d".to_owned()).await.expect("deleted");
         source.before.add_permits(1);
         until("the list's selector read", || {
             source.before.available_permits() == 0
@@ -391,10 +394,20 @@ mod tests {
         })
         .await;
         changes.filled(growth).await;
+        let cached = informer
+            .cache()
+            .list()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>();
+        assert!(
+            informer.cache().get(&"d".to_owned()).is_none(),
+            "{cached:?}"
+        );
         assert_eq!(
             deleted.load(Ordering::Relaxed),
-            0,
-            "b was left out, not deleted"
+            1,
+            "d's deletion delivered by the list after the unsure one, b not deleted"
         );
         stop.cancel();
         running.await.expect("joined").expect("ran");

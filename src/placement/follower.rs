@@ -322,11 +322,7 @@ impl Follower {
     /// bounded, so that a hanging backend does not stop the loop (the
     /// shard is freed when the membership ends then).
     async fn give_back(&mut self, shard: Shard, token: FencingToken) {
-        let released = release(&*self.sharding.membership, shard, token);
-        if tokio::time::timeout(LEAVE_TIMEOUT, released)
-            .await
-            .unwrap_or(false)
-        {
+        if release(&*self.sharding.membership, shard, token).await {
             self.retired.insert(shard, token);
         }
     }
@@ -428,9 +424,15 @@ impl Follower {
     }
 }
 
-/// Whether the release succeeded.
+/// Whether the release succeeded, within `LEAVE_TIMEOUT`: a membership
+/// that hangs must not keep a shard draining (kept, never acquired again).
 async fn release(membership: &dyn Membership, shard: Shard, token: FencingToken) -> bool {
-    match membership.release(shard, token).await {
+    let released = tokio::time::timeout(LEAVE_TIMEOUT, membership.release(shard, token));
+    let Ok(released) = released.await else {
+        tracing::warn!(group = membership.group(), %shard, timeout = ?LEAVE_TIMEOUT, "releasing a shard timed out");
+        return false;
+    };
+    match released {
         Ok(()) => {
             tracing::info!(group = membership.group(), %shard, %token, "released a shard");
             true

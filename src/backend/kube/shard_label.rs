@@ -122,31 +122,29 @@ impl ShardLabel {
         format!("!{}", self.key)
     }
 
-    /// The selector of the objects of `kept` (`None`: every shard). No
-    /// shard is a value no object has; more than half of them is the
-    /// others left out (`notin`, shorter with many shards), which also
-    /// selects the objects not labelled yet.
-    pub(super) fn selector(&self, kept: &[Shard]) -> Option<String> {
+    /// The selector of the labelled objects of `kept`. No shard is a
+    /// value no object has; every shard is the label alone; more than half
+    /// of them is the label without the others' values (`notin`, shorter
+    /// with many shards). An object without the label is never selected:
+    /// a replica that saw it, then not (its selector narrowed), would take
+    /// it for deleted.
+    pub(super) fn selector(&self, kept: &[Shard]) -> String {
         let values = |shards: &mut dyn Iterator<Item = Shard>| {
             let values: Vec<String> = shards.map(|shard| shard.index().to_string()).collect();
             values.join(",")
         };
-        let total = self.shards.shards().len();
+        let (key, total) = (&self.key, self.shards.shards().len());
         if kept.is_empty() {
-            return Some(format!("{} in (none)", self.key));
+            return format!("{key} in (none)");
         }
         if kept.len() >= total {
-            return None;
+            return key.clone();
         }
         if kept.len() * 2 <= total {
-            return Some(format!(
-                "{} in ({})",
-                self.key,
-                values(&mut kept.iter().copied())
-            ));
+            return format!("{key} in ({})", values(&mut kept.iter().copied()));
         }
         let mut others = self.shards.shards().filter(|shard| !kept.contains(shard));
-        Some(format!("{} notin ({})", self.key, values(&mut others)))
+        format!("{key},{key} notin ({})", values(&mut others))
     }
 
     /// Labels every object of `source` that lacks the label, as it appears
@@ -290,7 +288,7 @@ where
     /// kept now).
     pub(super) fn label_selector(&self) -> Option<String> {
         let shards =
-            (self.shards.as_ref()).and_then(|(label, scope)| label.selector(&scope.kept_shards()));
+            (self.shards.as_ref()).map(|(label, scope)| label.selector(&scope.kept_shards()));
         match (&self.labels, shards) {
             (Some(labels), Some(shards)) => Some(format!("{labels},{shards}")),
             (labels, shards) => shards.or_else(|| labels.clone()),
@@ -322,30 +320,23 @@ mod tests {
     #[test]
     fn the_selector_names_the_kept_shards_or_the_others_or_nothing() {
         let label = label(8);
-        assert_eq!(
-            label.selector(&[]).as_deref(),
-            Some("tend.dev/shard in (none)")
-        );
-        assert_eq!(
-            label.selector(&shards(&[1, 5])).as_deref(),
-            Some("tend.dev/shard in (1,5)")
-        );
+        assert_eq!(label.selector(&[]), "tend.dev/shard in (none)");
+        assert_eq!(label.selector(&shards(&[1, 5])), "tend.dev/shard in (1,5)");
         let most = shards(&[0, 1, 2, 3, 4, 6]);
-        assert_eq!(
-            label.selector(&most).as_deref(),
-            Some("tend.dev/shard notin (5,7)")
-        );
-        assert_eq!(label.selector(&shards(&[0, 1, 2, 3, 4, 5, 6, 7])), None);
-        let one = ShardLabel::new("s", ShardCount::new(1).expect("valid")).expect("a key");
-        assert_eq!(
-            one.selector(
-                &ShardCount::new(1)
-                    .expect("valid")
-                    .shards()
-                    .collect::<Vec<_>>()
-            ),
-            None
-        );
+        let others = "tend.dev/shard,tend.dev/shard notin (5,7)";
+        assert_eq!(label.selector(&most), others);
+        let all = shards(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(label.selector(&all), "tend.dev/shard");
+        let count = ShardCount::new(1).expect("valid");
+        let one = ShardLabel::new("s", count).expect("a key");
+        assert_eq!(one.selector(&count.shards().collect::<Vec<_>>()), "s");
+        for selector in [others, "tend.dev/shard"] {
+            let parsed: LabelSelector = selector.parse().expect("a selector");
+            assert!(
+                !parsed.matches(None),
+                "{selector}: never an unlabelled object"
+            );
+        }
     }
 
     #[test]
