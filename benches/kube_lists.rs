@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use tend::kube::{KubeSource, ListMode};
-use tend::testing::kube::ControlPlane;
 use tend::{CancellationToken, Informer};
 
 #[path = "support/kube_maps.rs"]
@@ -28,21 +27,12 @@ mod kube_maps;
 mod memory;
 
 use kube_maps::fill;
+use memory::median;
 
 #[global_allocator]
 static GLOBAL: memory::Counting = memory::Counting;
 
 const RUNS: usize = 3;
-
-/// One process's resident set now and its high-water mark, in bytes.
-fn rss(pid: u32) -> (u64, u64) {
-    memory::resident(&pid.to_string())
-}
-
-/// Resets the high-water mark of `pid`'s resident set to its size now.
-fn reset_peak(pid: u32) {
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-}
 
 /// What one sync measured.
 struct Measured {
@@ -56,8 +46,7 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
     let informer = Informer::builder(source.clone())
         .build()
         .expect("an informer");
-    reset_peak(server);
-    let (server_before, _) = rss(server);
+    let server_before = memory::reset_resident_peak(server);
     let heap_before = memory::reset_peak();
     let stop = CancellationToken::new();
     let started = Instant::now();
@@ -71,7 +60,7 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
         .expect("synced");
     let took = started.elapsed();
     let heap_peak = memory::peak() - heap_before;
-    let (_, server_peak) = rss(server);
+    let (_, server_peak) = memory::resident(&server.to_string());
     assert_eq!(informer.cache().len(), count, "every object cached");
     stop.cancel();
     running.await.expect("joined").expect("the informer ran");
@@ -83,24 +72,13 @@ async fn sync_once(source: KubeSource<ConfigMap>, server: u32, count: usize) -> 
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let count: usize = std::env::var("TEND_LIST_OBJECTS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(50_000);
-    let plane = ControlPlane::start().await.expect("a control plane");
-    let client = plane.client().await.expect("a client");
-    let ns = plane
-        .create_namespace(&client, "lists")
-        .await
-        .expect("a namespace");
-    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
+    let (plane, ns, source) = kube_maps::start("lists").await;
     let started = Instant::now();
     fill(&source, &ns, count, |map| map).await;
     println!("created {count} ConfigMaps in {:.1?}", started.elapsed());

@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use tend::kube::{KubeSource, ShardLabel};
 use tend::placement::Sharding;
 use tend::shard::ShardCount;
-use tend::testing::kube::ControlPlane;
 use tend::{Informer, ObjectKey};
 
 use sharded::{Measured, SHARDS, measure, medians};
@@ -73,27 +72,15 @@ impl Mode {
     }
 }
 
-/// Resets the high-water mark of `pid`'s resident set; returns its RSS now.
-fn reset_rss_peak(pid: u32) -> u64 {
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-    memory::resident(&pid.to_string()).0
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let objects: usize = std::env::var("TEND_SHARDED_OBJECTS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(50_000);
-    let plane = ControlPlane::start().await.expect("a control plane");
-    let client = plane.client().await.expect("a client");
-    let ns = plane
-        .create_namespace(&client, "sharded")
-        .await
-        .expect("a namespace");
+    let (plane, ns, source) = kube_maps::start("sharded").await;
     let label = ShardLabel::new("tend.dev/shard", ShardCount::new(SHARDS).expect("valid"))
         .expect("a label");
-    let source = KubeSource::<ConfigMap>::namespaced(client.clone(), &ns);
     let started = Instant::now();
     kube_maps::fill(&source, &ns, objects, |mut map| {
         let key = ObjectKey::new(
@@ -138,7 +125,7 @@ async fn print_mode(
         let mut server_peaks = Vec::new();
         let mut runs: Vec<Measured> = Vec::new();
         for _ in 0..RUNS {
-            let before = reset_rss_peak(server);
+            let before = memory::reset_resident_peak(server);
             let informer = |sharding: &Sharding| mode.informer(source, label, sharding);
             runs.push(measure(objects, replicas, cached, informer).await);
             let peak = memory::resident(&server.to_string()).1;
@@ -152,7 +139,7 @@ async fn print_mode(
             mib(settled),
             mib(peak),
             settled / one,
-            mib(sharded::median(server_peaks)),
+            mib(memory::median(server_peaks)),
         );
     }
 }

@@ -9,6 +9,20 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use tend::kube::KubeSource;
+use tend::testing::kube::ControlPlane;
+
+/// A control plane of its own, a fresh namespace named after `prefix` in
+/// it, and a source of that namespace's ConfigMaps.
+pub async fn start(prefix: &str) -> (ControlPlane, String, KubeSource<ConfigMap>) {
+    let plane = ControlPlane::start().await.expect("a control plane");
+    let client = plane.client().await.expect("a client");
+    let namespace = plane
+        .create_namespace(&client, prefix)
+        .await
+        .expect("a namespace");
+    let source = KubeSource::<ConfigMap>::namespaced(client, &namespace);
+    (plane, namespace, source)
+}
 
 /// The `i`th ConfigMap of about 1.7 KB: labels, annotations and data.
 pub fn config_map(namespace: &str, i: usize) -> ConfigMap {

@@ -1,6 +1,7 @@
-//! What the memory benches share (`kube_lists`, and `kube_runtime`'s
-//! `pods`, which includes this file): the system allocator counting the
-//! bytes live and their peak, and a process's resident set.
+//! What the memory benches share (`kube_lists`, `sharded_caches`,
+//! `kube_sharded_caches`, and `kube_runtime`'s `pods`, which includes this
+//! file): the system allocator counting the bytes live and their peak, a
+//! process's resident set, and the median of the runs.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -47,6 +48,19 @@ pub fn reset_peak() -> usize {
     let now = live();
     PEAK.store(now, Ordering::Relaxed);
     now
+}
+
+/// Resets the high-water mark of `pid`'s resident set to its size now
+/// (`/proc/{pid}/clear_refs`); returns its resident set now, in bytes.
+pub fn reset_resident_peak(pid: u32) -> u64 {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    resident(&pid.to_string()).0
+}
+
+/// The median of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// A process's resident set now and its high-water mark, in bytes, from

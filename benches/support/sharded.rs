@@ -18,7 +18,7 @@ use tend::shard::{ShardCount, ShardKey};
 use tend::{CancellationToken, Informer, Object};
 use tokio::task::JoinSet;
 
-use super::memory;
+use super::memory::{self, median};
 
 pub const SHARDS: u32 = 64;
 const SETTLE_LIMIT: Duration = Duration::from_secs(600);
@@ -129,11 +129,6 @@ fn settled<O: Object>(
         .sum();
     let held: usize = replicas.iter().map(|r| r.informer.cache().len()).sum();
     owned == SHARDS as usize && count.0.load(Ordering::Relaxed) >= objects && held == cached
-}
-
-pub fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The medians of `runs`: settled and peak heap, out of scope, seconds.

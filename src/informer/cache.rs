@@ -417,13 +417,10 @@ impl<O: Object> Cache<O> {
             Some(cached) if cached.version() > revision => return Removed::Stale,
             Some(_) => {}
         }
-        let Some(old) = cache.objects.remove(key) else {
-            return Removed::Absent;
-        };
-        if !shared.index_fns.is_empty() {
-            cache.reindex(&shared.index_fns, key, Some(&old), None);
+        match cache.take(&shared.index_fns, key) {
+            Some(old) => Removed::Gone(old),
+            None => Removed::Absent,
         }
-        Removed::Gone(old)
     }
 
     /// Replaces the whole cache with `listed`, returning
@@ -476,14 +473,12 @@ impl<O: Object> Cache<O> {
                 let kept = diff.keep(&key, old.objects.get(&key), object);
                 fresh.objects.insert(key, kept);
             }
-            let gone = (with_events || scope.is_some()).then(|| {
-                let gone = old.objects.iter().filter(|(key, _)| {
-                    !fresh.objects.contains_key(*key) && scope.is_none_or(|s| s.keeps(key))
-                });
-                gone.map(|(key, object)| (key.clone(), Arc::clone(object)))
-                    .collect::<Vec<_>>()
-            });
-            let gone = gone.unwrap_or_default();
+            // Wanted for the events, or for a scope's carry-over.
+            let gone = if with_events || scope.is_some() {
+                old.vanished(&fresh, scope)
+            } else {
+                Vec::new()
+            };
             carried = scope.is_some() && !gone.is_empty() && shrank();
             if carried {
                 fresh.objects.extend(gone);
@@ -513,16 +508,8 @@ impl<O: Object> Cache<O> {
             .filter(|key| !scope.keeps(key))
             .cloned()
             .collect();
-        let mut evicted = Vec::with_capacity(out.len());
-        for key in out {
-            if let Some(old) = cache.objects.remove(&key) {
-                if !shared.index_fns.is_empty() {
-                    cache.reindex(&shared.index_fns, &key, Some(&old), None);
-                }
-                evicted.push(old);
-            }
-        }
-        evicted
+        let fns = &shared.index_fns;
+        out.iter().filter_map(|key| cache.take(fns, key)).collect()
     }
 
     /// Every cached object with its key, for resyncs and late subscribers:
@@ -562,6 +549,24 @@ impl<O: Object> Entries<O> {
             objects: HashMap::with_capacity_and_hasher(objects, RandomState::default()),
             indexes: (0..indexes).map(|_| HashMap::new()).collect(),
         }
+    }
+
+    /// This cache's objects that `fresh` lacks and `scope` (if any) keeps.
+    fn vanished(&self, fresh: &Self, scope: Option<&CacheScope<O::Key>>) -> Vec<(O::Key, Arc<O>)> {
+        let gone = self.objects.iter().filter(|(key, _)| {
+            !fresh.objects.contains_key(*key) && scope.is_none_or(|s| s.keeps(key))
+        });
+        gone.map(|(key, object)| (key.clone(), Arc::clone(object)))
+            .collect()
+    }
+
+    /// Removes `key`'s object and its index entries.
+    fn take(&mut self, fns: &[IndexFn<O>], key: &O::Key) -> Option<Arc<O>> {
+        let old = self.objects.remove(key)?;
+        if !fns.is_empty() {
+            self.reindex(fns, key, Some(&old), None);
+        }
+        Some(old)
     }
 
     /// Moves `key`'s entries from `old`'s index values to `new`'s.

@@ -43,11 +43,11 @@ impl<O: Object> Diff<O> {
         new
     }
 
-    /// Records a deletion for every cached object the list no longer has,
-    /// ahead of the other changes: a subscriber that counts objects (say,
-    /// per owner) never sees a replacement beside what it replaced.
-    /// `gone` are the cached objects the list no longer has (and its scope,
-    /// if any, keeps: one it does not is dropped, not deleted).
+    /// Records a deletion for each of `gone`, the cached objects the list
+    /// no longer has (and its scope, if any, keeps: one it does not is
+    /// dropped, not deleted), ahead of the other changes: a subscriber that
+    /// counts objects (say, per owner) never sees a replacement beside what
+    /// it replaced.
     pub(super) fn vanished(&mut self, gone: Vec<(O::Key, Arc<O>)>) {
         if !self.with_events {
             return;

@@ -294,10 +294,22 @@ impl Follower {
     /// a task, as a handover does: a filling that may never end (an
     /// informer that does not list) must not hold a shard moved away.
     fn release_unowned(&mut self, shard: Shard, token: FencingToken) {
+        self.release_after(shard, token, async {});
+    }
+
+    /// Releases `token` of `shard` in a task, once `before` (a drain) ends;
+    /// the shard is draining until then, its token retired.
+    fn release_after(
+        &mut self,
+        shard: Shard,
+        token: FencingToken,
+        before: impl Future<Output = ()> + Send + 'static,
+    ) {
         let sharding = Arc::clone(&self.sharding);
         self.draining.insert(shard);
         self.retired.insert(shard, token);
         self.drained.spawn(async move {
+            before.await;
             let released = release(&*sharding.membership, shard, token).await;
             (shard, released)
         });
@@ -355,9 +367,7 @@ impl Follower {
         self.report_owned();
         self.observer().handed_over(self.group());
         let sharding = Arc::clone(&self.sharding);
-        self.draining.insert(shard);
-        self.retired.insert(shard, token);
-        self.drained.spawn(async move {
+        let drained = async move {
             let owned = &sharding.owned;
             let drain = *sharding.drain.lock();
             if tokio::time::timeout(drain, owned.drained(shard))
@@ -371,9 +381,8 @@ impl Follower {
                 // fenced once the shard is released.
                 let _ = tokio::time::timeout(drain, owned.drained(shard)).await;
             }
-            let released = release(&*sharding.membership, shard, token).await;
-            (shard, released)
-        });
+        };
+        self.release_after(shard, token, drained);
     }
 
     fn report_owned(&self) {
