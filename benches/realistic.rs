@@ -18,41 +18,20 @@ use std::time::{Duration, Instant};
 
 #[path = "support/config_map.rs"]
 mod config_map;
+#[path = "support/sources.rs"]
+mod sources;
 
 use config_map::{ConfigMap, config_map};
+use sources::Listed;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{CancellationToken, Informer, Revision, Snapshot, Source, SourceError};
+use tend::{CancellationToken, Informer};
 use tokio::sync::mpsc;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const RUNS: usize = 3;
-
-/// A source that lists what it was given, once, and never changes.
-struct Listed(parking_lot::Mutex<Option<Vec<ConfigMap>>>);
-
-#[tend::async_trait]
-impl Source for Listed {
-    type Object = ConfigMap;
-
-    fn name(&self) -> &str {
-        "config-maps"
-    }
-
-    async fn list(&self) -> Result<Snapshot<ConfigMap>, SourceError> {
-        let objects = self.0.lock().take().unwrap_or_default();
-        Ok(Snapshot {
-            objects,
-            revision: Revision::new(1),
-        })
-    }
-
-    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
-        Ok(Box::pin(futures::stream::pending()))
-    }
-}
 
 /// Reads each reconciled object; counts the keys reconciled.
 #[derive(Default)]

@@ -14,6 +14,8 @@
 
 #[path = "support/config_map.rs"]
 mod config_map;
+#[path = "support/sources.rs"]
+mod sources;
 
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
@@ -23,49 +25,12 @@ use std::time::{Duration, Instant};
 
 use config_map::{ConfigMap, config_map};
 use parking_lot::Mutex;
+use sources::{Channel, update};
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{CancellationToken, Change, Informer, Revision, Snapshot, Source, SourceError};
+use tend::{CancellationToken, Informer};
 use tokio::sync::mpsc;
 
 const RUNS: usize = 3;
-
-/// A source over a channel: an empty list, then every object sent.
-struct Channel(Mutex<Option<mpsc::UnboundedReceiver<ConfigMap>>>);
-
-#[tend::async_trait]
-impl Source for Channel {
-    type Object = ConfigMap;
-
-    fn name(&self) -> &str {
-        "config-maps"
-    }
-
-    async fn list(&self) -> Result<Snapshot<ConfigMap>, SourceError> {
-        Ok(Snapshot {
-            objects: Vec::new(),
-            revision: Revision::ZERO,
-        })
-    }
-
-    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
-        let rx = self.0.lock().take();
-        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let changes = futures::stream::unfold(rx, |mut rx| async move {
-            let object = rx.recv().await?;
-            Some((Ok(Change::Applied(object)), rx))
-        });
-        Ok(Box::pin(changes))
-    }
-}
-
-/// The producer's `n`th update of `keys` templates: a clone with version
-/// `n + 1` (versions grow across keys, as an API server's do).
-fn update(templates: &[ConfigMap], n: usize) -> ConfigMap {
-    ConfigMap {
-        version: Revision::new(n as u64 + 1),
-        ..templates[n % templates.len()].clone()
-    }
-}
 
 /// Reads each object; per key, the highest version reconciled; when each
 /// version was sent (latency), and the send-to-start times.

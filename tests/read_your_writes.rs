@@ -90,16 +90,19 @@ async fn start_counting(
     (harness, informer, seen)
 }
 
-/// What the counting reconciles saw, with read-your-writes on or off.
-async fn count_up(read_your_writes: Option<Duration>) -> Vec<u64> {
+/// What the counting reconciles saw, with read-your-writes on or off, and
+/// how long (on the paused clock) until the caches caught up.
+async fn count_up(read_your_writes: Option<Duration>) -> (Vec<u64>, Duration) {
     let counters = MemoryStore::new("counters");
     counters.set_faults(slow(11)).expect("valid faults");
+    let start = tokio::time::Instant::now();
     let (mut harness, informer, seen) =
         start_counting(&counters, read_your_writes, Arc::new(Expired::default())).await;
     settle_caught_up(&mut harness, &[(&counters, &informer)]).await;
+    let took = start.elapsed();
     harness.shutdown().await.expect("clean");
     let seen = seen.0.lock();
-    seen.clone()
+    (seen.clone(), took)
 }
 
 /// Settles until every cache has caught up with its store: a quiet queue
@@ -126,17 +129,21 @@ async fn settle_caught_up<O: tend::Object>(
 
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_sees_its_own_last_write_however_slow_the_watch() {
-    let seen = count_up(Some(Duration::from_secs(10))).await;
+    let bound = Duration::from_secs(10);
+    let (seen, took) = count_up(Some(bound)).await;
     let expected: Vec<u64> = (0..=20).collect();
     assert_eq!(
         seen, expected,
         "each reconcile saw the count its last wrote"
     );
+    // Each key released as the cache caught up (50 ms at most), not at the
+    // bound: the whole count takes less than one bound.
+    assert!(took < bound, "counting to 20 took {took:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn without_read_your_writes_a_reconcile_sees_a_stale_cache() {
-    let seen = count_up(None).await;
+    let (seen, _) = count_up(None).await;
     let stale = seen.windows(2).filter(|w| w[1] <= w[0]).count();
     assert!(
         stale > 0,

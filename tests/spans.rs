@@ -35,6 +35,7 @@ impl Reconciler<Set> for Arc<FailsOnce> {
     type Error = Injected;
 
     async fn reconcile(&self, _ctx: Context<Set>) -> Result<Action, Injected> {
+        tracing::info!("reconciling");
         if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
             return Err(Injected);
         }
@@ -80,4 +81,9 @@ async fn the_reconcile_span_names_the_controller_key_attempt_and_triggers() {
     };
     let expected: Vec<spans::Fields> = vec![span("1", "initial"), span("2", "retry")];
     assert_eq!(spans.named("reconcile"), expected);
+    assert_eq!(
+        spans.events_in("spans", "reconcile"),
+        2,
+        "each reconcile runs inside its span"
+    );
 }

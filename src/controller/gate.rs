@@ -97,12 +97,18 @@ impl<K: QueueKey> Gate<K> {
         stop: CancellationToken,
     ) {
         loop {
-            let until = self.held.lock().iter().map(|h| h.until).min();
+            let (holding, until) = {
+                let held = self.held.lock();
+                (!held.is_empty(), held.iter().map(|h| h.until).min())
+            };
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
+                // A key held meanwhile left a permit: not missed.
                 () = self.added.notified() => {}
-                () = any_changed(&mut revisions) => {}
+                // Only while holding: controllers that do not write would
+                // otherwise wake this task on every change of their caches.
+                () = any_changed(&mut revisions), if holding => {}
                 () = sleep_until(until) => {}
             }
             self.release(&queue, &revisions, observer, Instant::now());

@@ -180,12 +180,18 @@ impl Triggers {
 /// Every reason of both.
 impl Payload for Triggers {
     fn merge(&mut self, other: Self) {
+        if cfg!(tend_without = "triggers") {
+            return;
+        }
         self.0 |= other.0;
     }
 }
 
 impl From<Trigger> for Triggers {
     fn from(trigger: Trigger) -> Self {
+        if cfg!(tend_without = "triggers") {
+            return Self::default();
+        }
         Self(trigger.bit())
     }
 }

@@ -298,7 +298,12 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Waits until this replica may reconcile (at once, unless a standby);
     /// `None` when the controller stops first.
     async fn until_active(&self, stop: &CancellationToken) -> Option<()> {
-        let Some(ownership) = &self.sink.ownership else {
+        let Some(ownership) = &self
+            .sink
+            .ownership
+            .as_ref()
+            .filter(|_| !cfg!(tend_without = "shard_filter"))
+        else {
             return Some(());
         };
         tokio::select! {
@@ -337,13 +342,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         let ctx = self.context(local, handed, attempt, claim);
         let (last, triggers) = (ctx.last_state.clone(), ctx.triggers);
         let reading = ctx.recording.clone().map(|r| (r, ctx.object.is_some()));
-        let span = tracing::info_span!(
-            "reconcile",
-            controller = %self.name,
-            key = ?key,
-            attempt,
-            trigger = %ctx.triggers,
-        );
+        let span = self.span(key, attempt, ctx.triggers);
         let latency = self.sink.queue.waited(started, handed.since);
         self.observer.reconcile_latency(triggers, latency);
         let mut report = Report::start(&*self.observer, started);
@@ -353,9 +352,13 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             scope: &local.scope,
             timeout: self.timeout,
         };
-        let (ran, waited) = call(&self.reconciler, ctx, stops, &mut local.batch)
-            .instrument(span.clone())
-            .await;
+        let called = call(&self.reconciler, ctx, stops, &mut local.batch);
+        // Not wrapped while nothing listens: the wrapper's move of the whole
+        // future cost 1.5 % of a reconcile.
+        let (ran, waited) = match span.is_disabled() {
+            true => called.await,
+            false => called.instrument(span.clone()).await,
+        };
         let ended = Instant::now();
         let took = ended.saturating_duration_since(started);
         let failure = self.failure(&ran);
@@ -381,6 +384,20 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
         }
         report.finish(outcome, took);
         (ended, waited)
+    }
+
+    /// A reconcile's span: its controller, key, attempt and triggers.
+    fn span(&self, key: &O::Key, attempt: u32, triggers: Triggers) -> tracing::Span {
+        if cfg!(tend_without = "spans") {
+            return tracing::Span::none();
+        }
+        tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            key = ?key,
+            attempt,
+            trigger = %triggers,
+        )
     }
 
     /// Keeps what a reconcile read (recorded with whether it found its

@@ -15,10 +15,17 @@ use tracing::{Event, Metadata, Subscriber};
 /// `Debug` ones as debugged).
 pub type Fields = BTreeMap<String, String>;
 
-/// The spans recorded so far, in creation order; clones share the record.
+/// An event's target, and the name of the span it was logged in.
+type Logged = (&'static str, Option<&'static str>);
+
+/// The spans recorded so far, in creation order, and for each event the
+/// span it was in; clones share the record. Entered spans are tracked as
+/// one stack, for single-threaded tests.
 #[derive(Clone, Default)]
 pub struct Spans {
     spans: Arc<Mutex<Vec<(&'static str, Fields)>>>,
+    entered: Arc<Mutex<Vec<Id>>>,
+    events: Arc<Mutex<Vec<Logged>>>,
 }
 
 impl Spans {
@@ -30,6 +37,16 @@ impl Spans {
             .filter(|(n, _)| *n == name)
             .map(|(_, fields)| fields.clone())
             .collect()
+    }
+
+    /// How many events of `target` were logged inside a span named `name`
+    /// (the span entered last).
+    pub fn events_in(&self, target: &str, name: &str) -> usize {
+        let events = self.events.lock().expect("not poisoned");
+        events
+            .iter()
+            .filter(|event| **event == (target, Some(name)))
+            .count()
     }
 }
 
@@ -66,9 +83,28 @@ impl Subscriber for Spans {
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
-    fn event(&self, _: &Event<'_>) {}
+    fn event(&self, event: &Event<'_>) {
+        let inside = self.entered.lock().expect("not poisoned").last().cloned();
+        let spans = self.spans.lock().expect("not poisoned");
+        let name = inside.map(|id| spans[usize::try_from(id.into_u64() - 1).expect("ours")].0);
+        let target = event.metadata().target();
+        self.events
+            .lock()
+            .expect("not poisoned")
+            .push((target, name));
+    }
 
-    fn enter(&self, _: &Id) {}
+    fn enter(&self, span: &Id) {
+        self.entered
+            .lock()
+            .expect("not poisoned")
+            .push(span.clone());
+    }
 
-    fn exit(&self, _: &Id) {}
+    fn exit(&self, span: &Id) {
+        let mut entered = self.entered.lock().expect("not poisoned");
+        if let Some(at) = entered.iter().rposition(|id| id == span) {
+            entered.remove(at);
+        }
+    }
 }

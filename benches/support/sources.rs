@@ -1,0 +1,72 @@
+//! The realistic benches' sources of ConfigMap-like objects, and their
+//! changes.
+
+#![allow(dead_code)] // each bench uses part of it
+
+use parking_lot::Mutex;
+use tend::{Change, Revision, Snapshot, Source, SourceError};
+use tokio::sync::mpsc;
+
+use crate::config_map::ConfigMap;
+
+/// A source that lists what it was given, once, and never changes.
+pub(crate) struct Listed(pub(crate) Mutex<Option<Vec<ConfigMap>>>);
+
+#[tend::async_trait]
+impl Source for Listed {
+    type Object = ConfigMap;
+
+    fn name(&self) -> &str {
+        "config-maps"
+    }
+
+    async fn list(&self) -> Result<Snapshot<ConfigMap>, SourceError> {
+        let objects = self.0.lock().take().unwrap_or_default();
+        Ok(Snapshot {
+            objects,
+            revision: Revision::new(1),
+        })
+    }
+
+    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
+        Ok(Box::pin(futures::stream::pending()))
+    }
+}
+
+/// A source over a channel: an empty list, then every object sent.
+pub(crate) struct Channel(pub(crate) Mutex<Option<mpsc::UnboundedReceiver<ConfigMap>>>);
+
+#[tend::async_trait]
+impl Source for Channel {
+    type Object = ConfigMap;
+
+    fn name(&self) -> &str {
+        "config-maps"
+    }
+
+    async fn list(&self) -> Result<Snapshot<ConfigMap>, SourceError> {
+        Ok(Snapshot {
+            objects: Vec::new(),
+            revision: Revision::ZERO,
+        })
+    }
+
+    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
+        let rx = self.0.lock().take();
+        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
+        let changes = futures::stream::unfold(rx, |mut rx| async move {
+            let object = rx.recv().await?;
+            Some((Ok(Change::Applied(object)), rx))
+        });
+        Ok(Box::pin(changes))
+    }
+}
+
+/// The `n`th update of `templates`: a clone with version `n + 1` (versions
+/// grow across keys, as an API server's do).
+pub(crate) fn update(templates: &[ConfigMap], n: usize) -> ConfigMap {
+    ConfigMap {
+        version: Revision::new(n as u64 + 1),
+        ..templates[n % templates.len()].clone()
+    }
+}
