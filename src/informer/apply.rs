@@ -143,6 +143,9 @@ impl<O: Object> Runner<'_, O> {
                 subscribers.deliver_owned(key, &event);
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
+                if let Event::Applied { old: Some(old), .. } = event {
+                    self.retired.push(old);
+                }
             }
         }
     }

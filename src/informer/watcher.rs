@@ -1,6 +1,8 @@
 //! The informer's engine: a state machine (list → watch → back off → …)
 //! driven in the caller's task, one small function per transition.
 
+use std::sync::Arc;
+
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
@@ -73,6 +75,11 @@ pub(super) struct Runner<'a, O: Object> {
     pub(super) held: bool,
     /// Where the scope was when the list under way began.
     pub(super) listing: Option<Listing>,
+    /// Objects the run of watch events under way replaced: freed
+    /// once the run's keys are queued and this task has yielded, so the
+    /// reconciles they wake (next on this thread) do not wait for the frees
+    /// (an object of nested maps is thousands of instructions to free).
+    pub(super) retired: Vec<Arc<O>>,
 }
 
 impl<'a, O: Object> Runner<'a, O> {
@@ -94,6 +101,7 @@ impl<'a, O: Object> Runner<'a, O> {
             relist_at: None,
             held: false,
             listing: None,
+            retired: Vec::new(),
         }
     }
 
@@ -298,10 +306,16 @@ impl<'a, O: Object> Runner<'a, O> {
             }
         }
         if let RunEnd::Over(item) = end {
+            self.retired.clear();
             return Some(self.watch_over(item, true));
         }
-        // Let other tasks on this thread run while catching up.
-        tokio::task::consume_budget().await;
+        if self.retired.is_empty() {
+            // Let other tasks on this thread run while catching up.
+            tokio::task::consume_budget().await;
+        } else {
+            tokio::task::yield_now().await;
+            self.retired.clear();
+        }
         None
     }
 
