@@ -34,6 +34,8 @@ ROWS = (
     ("trigger reasons", "triggers", {}),
     ("the shard filter, unsharded", "shard_filter", {}),
     ("read-your-writes with no writes", None, {"TEND_RYW": "off"}),
+    # The same build against itself: what the figures move by alone.
+    ("nothing (control: the same build)", None, {}),
 )
 
 
@@ -88,7 +90,7 @@ def wall(executable, figure, extra):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="alternated wall-time runs")
+    parser.add_argument("--rounds", type=int, default=11, help="alternated wall-time runs")
     parser.add_argument("--counts", type=int, default=3, help="callgrind runs per figure")
     args = parser.parse_args()
     builds = {without: build(without) for without in [None] + [r[1] for r in ROWS if r[1]]}
