@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ ROWS = (
     ("the shard filter, unsharded", "shard_filter", {}),
     ("read-your-writes with no writes", None, {"TEND_RYW": "off"}),
     # The same build against itself: what the figures move by alone.
-    ("nothing (control: the same build)", None, {}),
+    ("nothing (control: the same build twice)", None, {}),
 )
 
 
@@ -99,9 +100,12 @@ def main():
     runs += [(row, builds[without] if without else builds[None], extra) for row, without, extra in ROWS]
     counts = {name: {f: instructions(exe, f, extra, args.counts) for f in FIGURES} for name, exe, extra in runs}
     walls = {name: {f: [] for f in FIGURES} for name, _, _ in runs}
-    for round in range(args.rounds):
-        # Each round in another order: the first run of a round is slower.
-        for name, exe, extra in runs[round % len(runs):] + runs[:round % len(runs)]:
+    order = random.Random(27)
+    for _ in range(args.rounds):
+        # Each round in another order: a run's place in it moves its time.
+        shuffled = runs[:]
+        order.shuffle(shuffled)
+        for name, exe, extra in shuffled:
             for f in FIGURES:
                 walls[name][f].append(wall(exe, f, extra))
     base = counts["all"]

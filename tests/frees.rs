@@ -110,6 +110,8 @@ async fn a_replaced_object_is_freed_after_the_reconcile_it_woke_started() {
     harness.settle(settle).await.expect("settled");
     send(Change::Applied(item(2)));
     harness.settle(settle).await.expect("settled");
+    // Freed while the informer runs on, not kept until it stops.
+    let freed_running = position(&log, "freed 1").is_some();
     harness.shutdown().await.expect("clean");
     let lines = log.lock().expect("not poisoned").clone();
     let (Some(reconciled), Some(freed)) =
@@ -120,5 +122,9 @@ async fn a_replaced_object_is_freed_after_the_reconcile_it_woke_started() {
     assert!(
         reconciled < freed,
         "version 1 freed before version 2's reconcile: {lines:?}"
+    );
+    assert!(
+        freed_running,
+        "version 1 kept until the informer stopped: {lines:?}"
     );
 }

@@ -248,8 +248,14 @@ fn settle_returns_within_its_bound_when_the_runtime_never_idles() {
         within("settle", LIMIT, harness.settle(Duration::from_secs(1))).await
     });
     match settled {
+        // Either the controller was seen busy, or every look fell between
+        // its runs (the informer yields once a run's keys are queued) and
+        // only the clock standing still tells.
         Err(HarnessError::NotSettled { busy, .. }) => {
-            assert!(busy.contains("rewrites"), "{busy}");
+            assert!(
+                busy.contains("rewrites") || busy.contains("never idled"),
+                "{busy}"
+            );
         }
         other => panic!("a controller rewriting its object settled: {other:?}"),
     }

@@ -97,10 +97,8 @@ impl<K: QueueKey> Gate<K> {
         stop: CancellationToken,
     ) {
         loop {
-            let (holding, until) = {
-                let held = self.held.lock();
-                (!held.is_empty(), held.iter().map(|h| h.until).min())
-            };
+            let until = self.held.lock().iter().map(|h| h.until).min();
+            let holding = until.is_some();
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,

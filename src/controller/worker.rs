@@ -298,7 +298,7 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
     /// Waits until this replica may reconcile (at once, unless a standby);
     /// `None` when the controller stops first.
     async fn until_active(&self, stop: &CancellationToken) -> Option<()> {
-        let Some(ownership) = &self
+        let Some(ownership) = self
             .sink
             .ownership
             .as_ref()
@@ -353,8 +353,8 @@ impl<O: Object, R: Reconciler<O>> Worker<O, R> {
             timeout: self.timeout,
         };
         let called = call(&self.reconciler, ctx, stops, &mut local.batch);
-        // Not wrapped while nothing listens: the wrapper's move of the whole
-        // future cost 1.5 % of a reconcile.
+        // Not wrapped while nothing listens: the wrapper moves the whole
+        // future once more.
         let (ran, waited) = match span.is_disabled() {
             true => called.await,
             false => called.instrument(span.clone()).await,

@@ -13,6 +13,10 @@ use super::watcher::{Listing, Runner};
 use crate::object::{Object, Revision};
 use crate::source::{Change, Snapshot};
 
+/// How many replaced objects a run of watch events frees after it, not as
+/// it goes.
+const RETIRED_MAX: usize = 16;
+
 impl<O: Object> Runner<'_, O> {
     /// Before a list of a scoped informer: drops what the scope no longer
     /// keeps, so that the cache holds only shards the list's selector
@@ -144,9 +148,18 @@ impl<O: Object> Runner<'_, O> {
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
                 if let Event::Applied { old: Some(old), .. } = event {
-                    self.retired.push(old);
+                    self.retire(old);
                 }
             }
+        }
+    }
+
+    /// Keeps `old`, replaced, to be freed after the run (only the first
+    /// few: they are what a reconcile the run wakes would wait for; the
+    /// rest are freed now, so a burst holds no more memory than before).
+    fn retire(&mut self, old: Arc<O>) {
+        if self.retired.len() < RETIRED_MAX {
+            self.retired.push(old);
         }
     }
 

@@ -75,10 +75,11 @@ pub(super) struct Runner<'a, O: Object> {
     pub(super) held: bool,
     /// Where the scope was when the list under way began.
     pub(super) listing: Option<Listing>,
-    /// Objects the run of watch events under way replaced: freed
-    /// once the run's keys are queued and this task has yielded, so the
-    /// reconciles they wake (next on this thread) do not wait for the frees
-    /// (an object of nested maps is thousands of instructions to free).
+    /// Objects the run of watch events under way replaced (the first few):
+    /// freed once the run's keys are queued and this task has yielded, so
+    /// the reconciles they wake (next on this thread) do not wait for the
+    /// frees (an object of nested maps is thousands of instructions to
+    /// free). A run that ends the watch frees them at once.
     pub(super) retired: Vec<Arc<O>>,
 }
 
@@ -309,13 +310,16 @@ impl<'a, O: Object> Runner<'a, O> {
             self.retired.clear();
             return Some(self.watch_over(item, true));
         }
-        if self.retired.is_empty() {
-            // Let other tasks on this thread run while catching up.
-            tokio::task::consume_budget().await;
-        } else {
+        if !self.retired.is_empty() {
+            // Freed once the reconciles this run woke (next on this thread)
+            // have started; freed too if this future is dropped meanwhile.
+            let mut retired = std::mem::take(&mut self.retired);
             tokio::task::yield_now().await;
-            self.retired.clear();
+            retired.clear();
+            self.retired = retired;
         }
+        // Let other tasks on this thread run while catching up.
+        tokio::task::consume_budget().await;
         None
     }
 

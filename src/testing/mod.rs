@@ -278,8 +278,10 @@ impl Harness {
     /// moves only when every task waits, so work that never lets the runtime
     /// idle (a reconcile that never waits, in a loop with a change it makes
     /// itself) stops it: `settle` then fails on the wall clock instead of
-    /// hanging, while the floor keeps a short `timeout` from failing a test
-    /// whose real work is merely slow (a debug build on a busy machine).
+    /// hanging (even when every look finds nothing ready or in flight, the
+    /// work running between looks), while the floor keeps a short `timeout`
+    /// from failing a test whose real work is merely slow (a debug build on
+    /// a busy machine).
     ///
     /// # Errors
     ///
@@ -295,23 +297,35 @@ impl Harness {
         let wall_bound = timeout.max(self.wall_floor);
         let ticker = WallTicker::start();
         let mut quiet_since: Option<Instant> = None;
+        // What was seen busy last: a runtime that never idles can look quiet
+        // at every look while tokio's paused clock stands still.
+        let mut last_busy: Option<String> = None;
         loop {
             if let Some(result) = self.tasks.try_join_next() {
                 join_result(result)?;
             }
             let now = Instant::now();
+            let past_wall = started.elapsed() >= wall_bound;
             match self.busy() {
                 None if quiet_since.is_some_and(|since| now - since >= self.quiet) => {
                     return Ok(());
                 }
+                None if past_wall => {
+                    let busy = last_busy.unwrap_or_else(|| String::from("nothing at each look"));
+                    let busy =
+                        format!("{busy} (tokio's clock stood still: the runtime never idled)");
+                    return Err(HarnessError::NotSettled { timeout, busy });
+                }
                 None => {
                     quiet_since.get_or_insert(now);
                 }
-                Some(_) if now >= deadline || started.elapsed() >= wall_bound => {
-                    let busy = self.busy().unwrap_or_default();
+                Some(busy) if now >= deadline || past_wall => {
                     return Err(HarnessError::NotSettled { timeout, busy });
                 }
-                Some(_) => quiet_since = None,
+                Some(busy) => {
+                    quiet_since = None;
+                    last_busy = Some(busy);
+                }
             }
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(1)) => {}
