@@ -8,10 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::testing::Harness;
-use tend::{Change, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
+use tend::{Change, Informer, Revision};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Clone)]
@@ -22,35 +21,6 @@ struct Item {
 }
 
 tend::impl_object!(Item, key: id: u64, version: version);
-
-/// A source over a channel: an empty list, then every object sent.
-struct Channel(Mutex<Option<mpsc::UnboundedReceiver<Item>>>);
-
-#[tend::async_trait]
-impl Source for Channel {
-    type Object = Item;
-
-    fn name(&self) -> &str {
-        "channel"
-    }
-
-    async fn list(&self) -> Result<Snapshot<Item>, SourceError> {
-        Ok(Snapshot {
-            objects: Vec::new(),
-            revision: Revision::ZERO,
-        })
-    }
-
-    async fn watch(&self, _from: Revision) -> Result<WatchStream<Item>, SourceError> {
-        let rx = self.0.lock().expect("not poisoned").take();
-        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let changes = futures::stream::unfold(rx, |mut rx| async move {
-            let item = rx.recv().await?;
-            Some((Ok(Change::Applied(item)), rx))
-        });
-        Ok(changes.boxed())
-    }
-}
 
 /// Records the values each key was reconciled at.
 #[derive(Default)]
@@ -69,11 +39,9 @@ impl Reconciler<Item> for Arc<Seen> {
 }
 
 /// A controller over a channel source, synced; the channel's sender.
-async fn start() -> (mpsc::UnboundedSender<Item>, Arc<Seen>, Harness) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
-        .build()
-        .expect("valid");
+async fn start() -> (mpsc::UnboundedSender<Change<Item>>, Arc<Seen>, Harness) {
+    let (source, tx) = support::Scripted::new(Vec::new(), Revision::ZERO);
+    let informer = Informer::builder(source).build().expect("valid");
     let seen = Arc::new(Seen::default());
     let mut harness = Harness::new();
     harness.informer(&informer);
@@ -102,7 +70,7 @@ async fn back_to_back_bursts_are_reconciled_once_per_key_at_their_last_version()
             value: n % PER_KEY + 1,
             version: Revision::new(n + 1),
         };
-        tx.send(item).expect("open");
+        tx.send(Change::Applied(item)).expect("open");
     }
     harness
         .settle(Duration::from_secs(10))
@@ -130,7 +98,7 @@ async fn a_key_that_keeps_changing_still_reaches_the_queue_during_its_burst() {
             value: n + 1,
             version: Revision::new(n + 1),
         };
-        tx.send(item).expect("open");
+        tx.send(Change::Applied(item)).expect("open");
     }
     harness
         .settle(Duration::from_secs(10))

@@ -7,11 +7,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::testing::Harness;
-use tend::{Change, Informer, Revision, Snapshot, Source, SourceError, WatchStream};
-use tokio::sync::mpsc;
+use tend::{Change, Informer, Revision};
 
 /// What happened, in order.
 type Log = Arc<Mutex<Vec<String>>>;
@@ -30,33 +28,6 @@ impl Drop for Item {
     fn drop(&mut self) {
         let line = format!("freed {}", self.version);
         self.log.lock().expect("not poisoned").push(line);
-    }
-}
-
-/// A source over a channel: an empty list, then every change sent.
-struct Channel(Mutex<Option<mpsc::UnboundedReceiver<Change<Item>>>>);
-
-#[tend::async_trait]
-impl Source for Channel {
-    type Object = Item;
-
-    fn name(&self) -> &str {
-        "channel"
-    }
-
-    async fn list(&self) -> Result<Snapshot<Item>, SourceError> {
-        Ok(Snapshot {
-            objects: Vec::new(),
-            revision: Revision::ZERO,
-        })
-    }
-
-    async fn watch(&self, _from: Revision) -> Result<WatchStream<Item>, SourceError> {
-        let rx = self.0.lock().expect("not poisoned").take();
-        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let changes =
-            futures::stream::unfold(rx, |mut rx| async move { Some((Ok(rx.recv().await?), rx)) });
-        Ok(changes.boxed())
     }
 }
 
@@ -88,10 +59,8 @@ fn position(log: &Log, line: &str) -> Option<usize> {
 #[tokio::test(start_paused = true)]
 async fn a_replaced_object_is_freed_after_the_reconcile_it_woke_started() {
     let log = Log::default();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let informer = Informer::builder(Channel(Mutex::new(Some(rx))))
-        .build()
-        .expect("valid");
+    let (source, tx) = support::Scripted::new(Vec::new(), Revision::ZERO);
+    let informer = Informer::builder(source).build().expect("valid");
     let mut harness = Harness::new();
     harness.informer(&informer);
     harness.controller(

@@ -3,15 +3,17 @@
 //! the event, so the controller's primary path never calls it again; nor
 //! do resyncs and late subscribers, which take the keys from the cache.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use support::Scripted;
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::testing::Harness;
-use tend::{Change, Informer, Object, Revision, Snapshot, Source, SourceError, WatchStream};
+use tend::{Change, Informer, Object, Revision};
 use tokio::sync::mpsc;
 
 /// An object whose `key` counts its calls (every object of a test shares
@@ -37,39 +39,6 @@ impl Object for Counted {
 
     fn set_version(&mut self, version: Revision) {
         self.version = version;
-    }
-}
-
-/// A source that never calls `key` itself: a list of objects at
-/// revision 1, then the changes sent on a channel.
-struct Scripted {
-    listed: Vec<Counted>,
-    changes: Mutex<Option<mpsc::UnboundedReceiver<Change<Counted>>>>,
-}
-
-#[tend::async_trait]
-impl Source for Scripted {
-    type Object = Counted;
-
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    async fn list(&self) -> Result<Snapshot<Counted>, SourceError> {
-        Ok(Snapshot {
-            objects: self.listed.clone(),
-            revision: Revision::new(1),
-        })
-    }
-
-    async fn watch(&self, _from: Revision) -> Result<WatchStream<Counted>, SourceError> {
-        let rx = self.changes.lock().expect("not poisoned").take();
-        let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let changes = futures::stream::unfold(rx, |mut rx| async move {
-            let change = rx.recv().await?;
-            Some((Ok(change), rx))
-        });
-        Ok(changes.boxed())
     }
 }
 
@@ -108,11 +77,7 @@ fn world(
 ) {
     let calls = Arc::new(AtomicUsize::new(0));
     let listed = (1..=3).map(|id| counted(id, 1, &calls)).collect::<Vec<_>>();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let source = Scripted {
-        listed,
-        changes: Mutex::new(Some(rx)),
-    };
+    let (source, tx) = Scripted::new(listed, Revision::new(1));
     let mut builder = Informer::builder(source);
     if resync {
         builder = builder.resync_every(Duration::from_secs(60));

@@ -1,7 +1,10 @@
 //! Shared helpers for the informer, memory and poll tests.
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
+mod scripted;
 mod wait;
+#[allow(unused_imports)]
+pub use scripted::Scripted;
 #[allow(unused_imports)]
 pub use wait::{eventually as wait_until, within};
 
