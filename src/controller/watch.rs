@@ -130,6 +130,9 @@ impl<P: Object> fmt::Debug for Watch<P> {
     }
 }
 
+/// Entries a [`Gather`]'s buffer keeps room for between flushes.
+const KEPT_CAPACITY: usize = 1024;
+
 /// An informer handler that gathers the keys a run of events asks for and
 /// adds them to the queue under one lock when the informer flushes (before
 /// it waits for anything, so no latency is added).
@@ -139,6 +142,8 @@ pub(super) struct Gather<K: crate::QueueKey, F> {
     on_event: F,
     /// The key the last (settled) flush kept back.
     held: Option<K>,
+    /// Its entries, while the others are flushed.
+    kept: Vec<(K, Trigger, bool)>,
 }
 
 impl<K: crate::QueueKey, F> Gather<K, F> {
@@ -149,6 +154,7 @@ impl<K: crate::QueueKey, F> Gather<K, F> {
             keys,
             on_event,
             held: None,
+            kept: Vec::new(),
         }
     }
 
@@ -164,6 +170,8 @@ impl<K: crate::QueueKey, F> Gather<K, F> {
                 .drain(..)
                 .map(|(key, trigger, background)| sink.entry(key, trigger, background)),
         );
+        // A whole list's buffer is not kept for the runs after it.
+        self.keys.pending.shrink_to(KEPT_CAPACITY);
     }
 }
 
@@ -197,12 +205,12 @@ where
             return self.flush_keys();
         }
         let tail = tail.clone();
-        let (kept, ready): (Vec<_>, Vec<_>) = std::mem::take(&mut self.keys.pending)
-            .into_iter()
-            .partition(|(key, ..)| *key == tail);
-        self.keys.pending = ready;
+        // Moved aside and back, so that `pending` keeps its buffer: a run
+        // of events then pushes into it without growing it again.
+        self.kept
+            .extend(self.keys.pending.extract_if(.., |(key, ..)| *key == tail));
         self.flush_keys();
-        self.keys.pending = kept;
+        self.keys.pending.append(&mut self.kept);
         self.held = Some(tail);
     }
 }
@@ -407,4 +415,68 @@ pub(super) fn synced<P: Object>(subscription: Subscription<P>, optional: bool) -
 /// Initial lists and resyncs re-check what may not have changed: background work.
 pub(super) fn is_background<P>(event: &Event<P>) -> bool {
     matches!(event, Event::Initial(_) | Event::Resync(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Revision;
+    use crate::informer::Event;
+    use crate::queue::{Priority, WorkQueue};
+
+    #[derive(Clone, Debug)]
+    struct Item {
+        name: String,
+        version: Revision,
+    }
+    crate::impl_object!(Item, key: name: String, version: version);
+
+    type Pushes = fn(Cow<'_, String>, &Event<Item>, &mut Keys<String>);
+
+    fn gather(queue: &WorkQueue<String, super::super::Triggers>) -> Gather<String, Pushes> {
+        let sink = Enqueue {
+            queue: queue.clone(),
+            background: Priority::LOW,
+            ownership: None,
+        };
+        Gather::new(sink, |_, _, _| {})
+    }
+
+    #[test]
+    fn a_settled_flush_keeps_the_tail_and_the_buffer() {
+        let queue = WorkQueue::builder().payload().build();
+        let mut gather = gather(&queue);
+        for n in 0..100 {
+            let key = if n % 2 == 0 {
+                "tail".into()
+            } else {
+                n.to_string()
+            };
+            gather.keys.push(key, Trigger::Changed, false);
+        }
+        gather.keys.push("tail".into(), Trigger::Changed, false);
+        let capacity = gather.keys.pending.capacity();
+        Handler::<Item>::flush_settled(&mut gather);
+        let kept: Vec<_> = gather
+            .keys
+            .pending
+            .iter()
+            .map(|(key, ..)| key.as_str())
+            .collect();
+        assert_eq!(kept, ["tail"; 51], "the tail's entries stay");
+        assert_eq!(queue.len(), 50, "the rest reached the queue");
+        assert_eq!(gather.keys.pending.capacity(), capacity, "the buffer stays");
+    }
+
+    #[test]
+    fn a_flush_does_not_keep_a_whole_lists_buffer() {
+        let queue = WorkQueue::builder().payload().build();
+        let mut gather = gather(&queue);
+        for n in 0..10 * KEPT_CAPACITY {
+            gather.keys.push(n.to_string(), Trigger::Initial, true);
+        }
+        gather.flush_keys();
+        assert_eq!(queue.len(), 10 * KEPT_CAPACITY);
+        assert!(gather.keys.pending.capacity() <= KEPT_CAPACITY);
+    }
 }
