@@ -110,7 +110,8 @@ impl<K> Default for Journal<K> {
     fn default() -> Self {
         Self {
             inner: Arc::new(Mutex::new(Entries {
-                reconciles: VecDeque::with_capacity(Self::RECONCILES),
+                reconciles: Vec::with_capacity(Self::RECONCILES),
+                oldest: 0,
                 failures: VecDeque::new(),
                 totals: JournalTotals::default(),
             })),
@@ -132,7 +133,10 @@ pub struct JournalTotals {
 
 #[derive(Debug)]
 struct Entries<K> {
-    reconciles: VecDeque<Reconciled<K>>,
+    /// A ring once full: overwritten in place from `oldest` on.
+    reconciles: Vec<Reconciled<K>>,
+    /// Where the oldest entry is (0 until full).
+    oldest: usize,
     failures: VecDeque<Reconciled<K>>,
     totals: JournalTotals,
 }
@@ -141,7 +145,9 @@ impl<K: Clone> Journal<K> {
     /// The last reconciles, oldest first.
     #[must_use]
     pub fn reconciles(&self) -> Vec<Reconciled<K>> {
-        self.inner.lock().reconciles.iter().cloned().collect()
+        let entries = self.inner.lock();
+        let (newer, older) = entries.reconciles.split_at(entries.oldest);
+        older.iter().chain(newer).cloned().collect()
     }
 
     /// The last failed reconciles, oldest first.
@@ -157,7 +163,7 @@ impl<K: Clone> Journal<K> {
     }
 
     /// Records a reconcile of `key` that ended. Once full, the oldest
-    /// entry is overwritten in place, its key with `clone_from`: a `String`
+    /// entry is overwritten where it is, its key with `clone_from`: a `String`
     /// or [`ObjectKey`](crate::ObjectKey) key then reuses the old key's
     /// buffers, so a warm journal allocates nothing per reconcile.
     pub(super) fn record(&self, key: &K, facts: Facts) {
@@ -174,16 +180,16 @@ impl<K: Clone> Journal<K> {
             let failure = Reconciled::of(key.clone(), facts.clone());
             entries.failures.push_back(failure);
         }
-        let entry = if entries.reconciles.len() == Self::RECONCILES
-            && let Some(mut oldest) = entries.reconciles.pop_front()
+        let oldest = entries.oldest;
+        if entries.reconciles.len() == Self::RECONCILES
+            && let Some(entry) = entries.reconciles.get_mut(oldest)
         {
-            oldest.key.clone_from(key);
-            oldest.set(facts);
-            oldest
+            entry.key.clone_from(key);
+            entry.set(facts);
+            entries.oldest = (oldest + 1) % Self::RECONCILES;
         } else {
-            Reconciled::of(key.clone(), facts)
-        };
-        entries.reconciles.push_back(entry);
+            entries.reconciles.push(Reconciled::of(key.clone(), facts));
+        }
         drop(entries);
         drop(evicted_failure);
     }
@@ -277,6 +283,9 @@ mod tests {
             format!("key-{}", 101 - Journal::<String>::RECONCILES)
         );
         assert_eq!(reconciles.last().map(|r| r.key.as_str()), Some("key-100"));
+        let keys: Vec<_> = reconciles.iter().map(|r| r.key.clone()).collect();
+        let newest: Vec<_> = (69..=100).map(|n| format!("key-{n}")).collect();
+        assert_eq!(keys, newest, "oldest first, across the ring's wrap");
         assert!(
             reconciles
                 .iter()
