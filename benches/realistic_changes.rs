@@ -5,7 +5,9 @@
 //! objects, made by the same producer thread, through a channel to one task.
 //!
 //! - storm: 1M updates over 10k keys, until every key was reconciled at its
-//!   last version (and how many reconciles per key that took);
+//!   last version (and how many reconciles per key that took), the updates
+//!   once round-robin over the keys and once in bursts (a hundred
+//!   back-to-back updates of each key);
 //! - latency: 20k updates/s for 5 s over 1,000 keys, from the producer's
 //!   send to the reconcile's start, p50 and p99.
 //!
@@ -27,7 +29,7 @@ use config_map::{ConfigMap, config_map};
 use parking_lot::Mutex;
 use sources::{Channel, update};
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{CancellationToken, Informer};
+use tend::{CancellationToken, Informer, Revision};
 use tokio::sync::mpsc;
 
 const RUNS: usize = 3;
@@ -77,8 +79,47 @@ impl Reconciler<ConfigMap> for Arc<Reads> {
             let waited = Duration::from_nanos(now.saturating_sub(sent));
             self.latencies.lock().push(waited);
         }
-        self.seen[n % self.seen.len()].fetch_max(version, Ordering::Relaxed);
+        self.seen[index(&object)].fetch_max(version, Ordering::Relaxed);
         Ok(Action::Done)
+    }
+}
+
+/// The index `config_map` made `object` from (its name's number).
+fn index(object: &ConfigMap) -> usize {
+    let digits = object
+        .key
+        .name
+        .trim_start_matches(|c: char| !c.is_ascii_digit());
+    digits
+        .parse()
+        .expect("a config map's name ends in its index")
+}
+
+/// How a storm's updates go over the keys.
+#[derive(Clone, Copy, Debug)]
+enum Order {
+    /// Key 0 to the last, then again: each key's updates far apart.
+    RoundRobin,
+    /// All of a key's updates back to back, then the next key's.
+    Bursts,
+}
+
+impl Order {
+    /// The key of update `n` of `updates` over `keys`.
+    fn key(self, n: usize, keys: usize, updates: usize) -> usize {
+        match self {
+            Self::RoundRobin => n % keys,
+            Self::Bursts => n / (updates / keys),
+        }
+    }
+
+    /// The version of `key`'s last update.
+    fn last(self, key: usize, keys: usize, updates: usize) -> u64 {
+        let n = match self {
+            Self::RoundRobin => updates - keys + key,
+            Self::Bursts => (key + 1) * (updates / keys) - 1,
+        };
+        n as u64 + 1
     }
 }
 
@@ -156,13 +197,19 @@ fn floor(
     })
 }
 
-fn storm(runtime: &tokio::runtime::Runtime) {
+fn storm(runtime: &tokio::runtime::Runtime, order: Order) {
     const KEYS: usize = 10_000;
     const UPDATES: usize = 1_000_000;
     let templates: Vec<ConfigMap> = (0..KEYS).map(config_map).collect();
     // Built before the clock starts: the figure is the pipeline's, not
     // the producer's cloning of 1.7 KB objects.
-    let updates = || -> Vec<ConfigMap> { (0..UPDATES).map(|n| update(&templates, n)).collect() };
+    let updates = || -> Vec<ConfigMap> {
+        let update = |n| ConfigMap {
+            version: Revision::new(n as u64 + 1),
+            ..templates[order.key(n, KEYS, UPDATES)].clone()
+        };
+        (0..UPDATES).map(update).collect()
+    };
     let produce = |updates: Vec<ConfigMap>| {
         move |tx: mpsc::UnboundedSender<ConfigMap>| {
             for object in updates {
@@ -173,7 +220,7 @@ fn storm(runtime: &tokio::runtime::Runtime) {
     let mut runs = Vec::new();
     for _ in 0..RUNS {
         let reads = Reads::new(KEYS, UPDATES);
-        let last = |key: usize| (UPDATES - KEYS + key + 1) as u64;
+        let last = |key: usize| order.last(key, KEYS, UPDATES);
         let took = controlled(runtime, &reads, produce(updates()), |r| {
             (0..KEYS).all(|key| r.seen[key].load(Ordering::Relaxed) >= last(key))
         });
@@ -186,7 +233,7 @@ fn storm(runtime: &tokio::runtime::Runtime) {
     });
     let (took, base, per_key) = runs[RUNS / 2];
     println!(
-        "update storm, 1M updates of ConfigMap-like objects over 10k ObjectKey keys: {:.3} s, {per_key:.2} reconciles per key; floor {:.3} s; ratio {:.2}",
+        "update storm ({order:?}), 1M updates of ConfigMap-like objects over 10k ObjectKey keys: {:.3} s, {per_key:.2} reconciles per key; floor {:.3} s; ratio {:.2}",
         took.as_secs_f64(),
         base.as_secs_f64(),
         took.as_secs_f64() / base.as_secs_f64(),
@@ -255,7 +302,8 @@ fn main() {
         .build()
         .expect("runtime");
     if selected("storm") {
-        storm(&runtime);
+        storm(&runtime, Order::RoundRobin);
+        storm(&runtime, Order::Bursts);
     }
     if selected("latency") {
         latency(&runtime);

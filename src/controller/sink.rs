@@ -124,14 +124,28 @@ impl<K> Keys<K> {
 
     /// Asks for `key` to be reconciled because of `trigger`, at the
     /// background priority if `background`, if it is wanted.
-    pub(super) fn push(&mut self, key: K, trigger: Trigger, background: bool) {
+    pub(super) fn push(&mut self, key: K, trigger: Trigger, background: bool)
+    where
+        K: PartialEq,
+    {
         if self.wants(&key) {
             self.push_wanted(key, trigger, background);
         }
     }
 
-    /// [`push`](Self::push) for a key [`wants`](Self::wants) passed.
-    pub(super) fn push_wanted(&mut self, key: K, trigger: Trigger, background: bool) {
+    /// [`push`](Self::push) for a key [`wants`](Self::wants) passed. The
+    /// same ask as the last one is dropped: a burst of one key's events is
+    /// queued once, without a lookup in the queue for each event.
+    pub(super) fn push_wanted(&mut self, key: K, trigger: Trigger, background: bool)
+    where
+        K: PartialEq,
+    {
+        if let Some((last, last_trigger, last_background)) = self.pending.last()
+            && (*last_trigger, *last_background) == (trigger, background)
+            && *last == key
+        {
+            return;
+        }
         self.pending.push((key, trigger, background));
     }
 }

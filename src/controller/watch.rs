@@ -469,6 +469,36 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_of_one_keys_events_is_gathered_once() {
+        let queue = WorkQueue::builder().payload().build();
+        let mut gather = gather(&queue);
+        let keys = &mut gather.keys;
+        for _ in 0..100 {
+            keys.push("a".into(), Trigger::Changed, false);
+        }
+        keys.push("a".into(), Trigger::Deleted, false);
+        keys.push("a".into(), Trigger::Deleted, true);
+        keys.push("b".into(), Trigger::Changed, false);
+        keys.push("a".into(), Trigger::Changed, false);
+        let gathered: Vec<_> = keys
+            .pending
+            .iter()
+            .map(|(key, t, b)| (key.as_str(), *t, *b))
+            .collect();
+        assert_eq!(
+            gathered,
+            [
+                ("a", Trigger::Changed, false),
+                ("a", Trigger::Deleted, false),
+                ("a", Trigger::Deleted, true),
+                ("b", Trigger::Changed, false),
+                ("a", Trigger::Changed, false),
+            ],
+            "only the same ask back to back is dropped"
+        );
+    }
+
+    #[test]
     fn a_flush_does_not_keep_a_whole_lists_buffer() {
         let queue = WorkQueue::builder().payload().build();
         let mut gather = gather(&queue);
