@@ -2,6 +2,7 @@
 //! the external triggers and the feed of gained slots put keys into the
 //! controller's queue, with why.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::ownership::{Claimed, Ownership};
@@ -126,27 +127,28 @@ impl<K> Keys<K> {
     /// background priority if `background`, if it is wanted.
     pub(super) fn push(&mut self, key: K, trigger: Trigger, background: bool)
     where
-        K: PartialEq,
+        K: Clone + PartialEq,
     {
         if self.wants(&key) {
-            self.push_wanted(key, trigger, background);
+            self.push_wanted(Cow::Owned(key), trigger, background);
         }
     }
 
     /// [`push`](Self::push) for a key [`wants`](Self::wants) passed. The
     /// same ask as the last one is dropped: a burst of one key's events is
     /// queued once, without a lookup in the queue for each event.
-    pub(super) fn push_wanted(&mut self, key: K, trigger: Trigger, background: bool)
+    /// A borrowed key is copied only when kept.
+    pub(super) fn push_wanted(&mut self, key: Cow<'_, K>, trigger: Trigger, background: bool)
     where
-        K: PartialEq,
+        K: Clone + PartialEq,
     {
         if let Some((last, last_trigger, last_background)) = self.pending.last()
             && (*last_trigger, *last_background) == (trigger, background)
-            && *last == key
+            && *last == *key
         {
             return;
         }
-        self.pending.push((key, trigger, background));
+        self.pending.push((key.into_owned(), trigger, background));
     }
 }
 

@@ -294,13 +294,11 @@ where
         if !keys.wants(&key) {
             return;
         }
-        // Handed over by the informer when this is its last handler.
-        let key = key.into_owned();
         let trigger = match event {
             Event::Initial(_) => Trigger::Initial,
             Event::Applied { .. } => Trigger::Changed,
             Event::Deleted(last) => {
-                last_states.deleted(key.clone(), last);
+                last_states.deleted(O::Key::clone(&key), last);
                 Trigger::Deleted
             }
             Event::Resync(_) => Trigger::Resync,
@@ -308,6 +306,8 @@ where
         if matches!(event, Event::Initial(_) | Event::Applied { .. }) {
             last_states.forget(&key);
         }
+        // Owned when the informer handed its copy over (this is its last
+        // handler); a borrowed key is copied unless a repeat.
         keys.push_wanted(key, trigger, is_background(event));
     };
     Box::new(

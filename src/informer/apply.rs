@@ -1,6 +1,7 @@
 //! The informer's cache writes: a list's snapshot, a watch's changes, the
 //! resync, each applied to the cache and delivered to the handlers.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -116,35 +117,49 @@ impl<O: Object> Runner<'_, O> {
     }
 
     pub(super) fn apply_object(&mut self, object: O) {
-        let shared = self.shared;
-        let object = match &shared.transform {
+        let object = match &self.shared.transform {
             Some(transform) => transform(object),
             None => object,
         };
-        let version = object.version();
-        self.advance_revision(version);
-        let key = object.key();
+        self.advance_revision(object.version());
+        let new = Arc::new(object);
+        // The key is computed once here and goes with the event: handlers
+        // do not call `Object::key` (user code) again. Borrowed when the
+        // object holds it: no copy per change.
+        match new.key_ref() {
+            Some(key) => self.store(Cow::Borrowed(key), &new),
+            None => self.store(Cow::Owned(new.key()), &new),
+        }
+    }
+
+    /// Caches `new` under `key` unless out of scope or stale, and delivers
+    /// the change.
+    fn store(&mut self, key: Cow<'_, O::Key>, new: &Arc<O>) {
+        let shared = self.shared;
         if (shared.scope.as_ref()).is_some_and(|scoped| !scoped.scope.keeps(&key)) {
             Counters::bump(&shared.counters.out_of_scope);
             return;
         }
-        if self.tombstones.covers(&key, version) {
+        if self.tombstones.covers(&key, new.version()) {
             Counters::bump(&shared.counters.stale_ignored);
             return;
         }
         self.tombstones.forget(&key);
-        let new = Arc::new(object);
         let mut subscribers = shared.subscribers.lock();
-        match shared.store.apply(&key, Arc::clone(&new)) {
+        match shared.store.apply(&key, Arc::clone(new)) {
             Applied::Stale => {
                 drop(subscribers);
                 Counters::bump(&shared.counters.stale_ignored);
             }
             Applied::Stored(old) => {
-                // The key computed above goes with the event: handlers do
-                // not call `Object::key` (user code) again.
-                let event = Event::Applied { old, new };
-                subscribers.deliver_owned(key, &event);
+                let event = Event::Applied {
+                    old,
+                    new: Arc::clone(new),
+                };
+                match key {
+                    Cow::Borrowed(key) => subscribers.deliver(key, &event),
+                    Cow::Owned(key) => subscribers.deliver_owned(key, &event),
+                }
                 drop(subscribers);
                 Counters::bump(&shared.counters.events_applied);
                 if let Event::Applied { old: Some(old), .. } = event {

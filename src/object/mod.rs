@@ -88,6 +88,15 @@ pub trait Object: Clone + Send + Sync + 'static {
     /// This object's key.
     fn key(&self) -> Self::Key;
 
+    /// This object's key, borrowed, when the object holds it as it is
+    /// (default: `None`; [`impl_object!`](crate::impl_object) returns the
+    /// key field). It must equal [`key`](Object::key). The informer then
+    /// finds an object's cached state without copying its key, and queues
+    /// a burst of one key's changes with one copy.
+    fn key_ref(&self) -> Option<&Self::Key> {
+        None
+    }
+
     /// The revision of the write that produced this state
     /// ([`Revision::ZERO`] when never stored).
     fn version(&self) -> Revision;
@@ -244,6 +253,9 @@ macro_rules! impl_object {
             type Key = $key_type;
             fn key(&self) -> $key_type {
                 ::std::clone::Clone::clone(&self.$key)
+            }
+            fn key_ref(&self) -> ::std::option::Option<&$key_type> {
+                ::std::option::Option::Some(&self.$key)
             }
             fn version(&self) -> $crate::Revision {
                 self.$version

@@ -89,7 +89,7 @@ impl<P: Object, K: crate::QueueKey> Secondary<K> for Reading<P, K> {
                 let source = cache.source_name();
                 let read = Named(why, &cache);
                 tracing::debug!(%controller, key = ?reader, source, changed = ?key, %read, "queued: a change of what its last reconcile read");
-                keys.push_wanted(reader.clone(), Trigger::Read, background);
+                keys.push_wanted(Cow::Borrowed(reader), Trigger::Read, background);
                 // Named once per reconcile: later wakes before it runs coalesce.
                 first.then(|| ReadCause::new(source, format!("{:?}", &*key), read.to_string()))
             });
