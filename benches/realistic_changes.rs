@@ -79,7 +79,7 @@ impl Reconciler<ConfigMap> for Arc<Reads> {
             let waited = Duration::from_nanos(now.saturating_sub(sent));
             self.latencies.lock().push(waited);
         }
-        self.seen[index(&object)].fetch_max(version, Ordering::Relaxed);
+        self.seen[index(object)].fetch_max(version, Ordering::Relaxed);
         Ok(Action::Done)
     }
 }

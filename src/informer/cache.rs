@@ -14,18 +14,19 @@
 //! The informer's subscriber lock, then this cache's lock. Readers take only
 //! the cache's lock, briefly; no lock is held across an `.await`.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use foldhash::fast::RandomState;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use super::InformerError;
 use super::diff::Diff;
 use super::dispatch::Keyed;
+use super::objects::Objects;
 use super::reads::{Filter, Read, ReadHook};
 use super::scope::CacheScope;
 use crate::object::{Object, Revision};
@@ -103,7 +104,7 @@ struct StoreShared<O: Object> {
 
 /// The cached objects and their index entries.
 pub(crate) struct Entries<O: Object> {
-    objects: HashMap<O::Key, Arc<O>, RandomState>,
+    objects: Objects<O>,
     /// One map per index, in registration order.
     indexes: Vec<HashMap<IndexValue, HashSet<O::Key>>>,
 }
@@ -397,7 +398,7 @@ impl<O: Object> Cache<O> {
             Some(cached) if cached.version() >= object.version() => return Applied::Stale,
             Some(cached) => Some(std::mem::replace(cached, object)),
             None => {
-                cache.objects.insert(key.clone(), object);
+                cache.objects.insert(Cow::Borrowed(key), object);
                 None
             }
         };
@@ -460,19 +461,10 @@ impl<O: Object> Cache<O> {
             with_events,
         };
         let mut fresh = Entries::with_capacity(shared.index_fns.len(), listed.len());
-        let mut out_of_scope = 0;
-        let carried;
+        let (out_of_scope, carried);
         {
             let old = shared.cache.read();
-            for object in listed {
-                let key = object.key();
-                if scope.is_some_and(|scope| !scope.keeps(&key)) {
-                    out_of_scope += 1;
-                    continue;
-                }
-                let kept = diff.keep(&key, old.objects.get(&key), object);
-                fresh.objects.insert(key, kept);
-            }
+            out_of_scope = fresh.fill(listed, &old, scope, &mut diff);
             // Wanted for the events, or for a scope's carry-over.
             let gone = if with_events || scope.is_some() {
                 old.vanished(&fresh, scope)
@@ -502,11 +494,9 @@ impl<O: Object> Cache<O> {
     pub(crate) fn evict(&self, scope: &CacheScope<O::Key>) -> Vec<Arc<O>> {
         let shared = &*self.shared;
         let mut cache = shared.cache.write();
-        let out: Vec<O::Key> = cache
-            .objects
-            .keys()
-            .filter(|key| !scope.keeps(key))
-            .cloned()
+        let out: Vec<O::Key> = (cache.objects.iter())
+            .filter(|(key, _)| !scope.keeps(key))
+            .map(|(key, _)| key.into_owned())
             .collect();
         let fns = &shared.index_fns;
         out.iter().filter_map(|key| cache.take(fns, key)).collect()
@@ -517,12 +507,14 @@ impl<O: Object> Cache<O> {
     pub(crate) fn snapshot(&self) -> Vec<(O::Key, Arc<O>)> {
         let cache = self.shared.cache.read();
         let entries = cache.objects.iter();
-        entries.map(|(k, o)| (k.clone(), Arc::clone(o))).collect()
+        entries
+            .map(|(k, o)| (k.into_owned(), Arc::clone(o)))
+            .collect()
     }
 
     /// Every cached key (see [`snapshot`](Self::snapshot)).
     pub(crate) fn keys(&self) -> Vec<O::Key> {
-        self.shared.cache.read().objects.keys().cloned().collect()
+        self.shared.cache.read().objects.keys().collect()
     }
 }
 
@@ -546,17 +538,44 @@ impl<O: Object> Entries<O> {
 
     fn with_capacity(indexes: usize, objects: usize) -> Self {
         Self {
-            objects: HashMap::with_capacity_and_hasher(objects, RandomState::default()),
+            objects: Objects::with_capacity(objects),
             indexes: (0..indexes).map(|_| HashMap::new()).collect(),
         }
+    }
+
+    /// Caches `listed` (those `scope` keeps, if any), each as `diff` keeps
+    /// it against `old`; returns how many the scope did not keep.
+    fn fill(
+        &mut self,
+        listed: Vec<O>,
+        old: &Self,
+        scope: Option<&CacheScope<O::Key>>,
+        diff: &mut Diff<O>,
+    ) -> u64 {
+        let mut out_of_scope = 0;
+        for object in listed {
+            let object = Arc::new(object);
+            // Borrowed when the object lends it: then not copied.
+            let key = match object.key_ref() {
+                Some(key) => Cow::Borrowed(key),
+                None => Cow::Owned(object.key()),
+            };
+            if scope.is_some_and(|scope| !scope.keeps(&key)) {
+                out_of_scope += 1;
+                continue;
+            }
+            let kept = diff.keep(&key, old.objects.get(&key), Arc::clone(&object));
+            self.objects.insert(key, kept);
+        }
+        out_of_scope
     }
 
     /// This cache's objects that `fresh` lacks and `scope` (if any) keeps.
     fn vanished(&self, fresh: &Self, scope: Option<&CacheScope<O::Key>>) -> Vec<(O::Key, Arc<O>)> {
         let gone = self.objects.iter().filter(|(key, _)| {
-            !fresh.objects.contains_key(*key) && scope.is_none_or(|s| s.keeps(key))
+            !fresh.objects.contains_key(key) && scope.is_none_or(|s| s.keeps(key))
         });
-        gone.map(|(key, object)| (key.clone(), Arc::clone(object)))
+        gone.map(|(key, object)| (key.into_owned(), Arc::clone(object)))
             .collect()
     }
 
@@ -593,9 +612,9 @@ impl<O: Object> Entries<O> {
 
     fn index_all(&mut self, fns: &[IndexFn<O>]) {
         for (index, function) in self.indexes.iter_mut().zip(fns) {
-            for (key, object) in &self.objects {
+            for (key, object) in self.objects.iter() {
                 for value in function(object) {
-                    index.entry(value).or_default().insert(key.clone());
+                    index.entry(value).or_default().insert(O::Key::clone(&key));
                 }
             }
         }

@@ -8,6 +8,7 @@ mod backoff;
 mod cache;
 mod diff;
 mod dispatch;
+mod objects;
 mod reads;
 mod scope;
 mod staleness;
