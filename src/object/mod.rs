@@ -90,9 +90,10 @@ pub trait Object: Clone + Send + Sync + 'static {
 
     /// This object's key, borrowed, when the object holds it as it is
     /// (default: `None`; [`impl_object!`](crate::impl_object) returns the
-    /// key field). It must equal [`key`](Object::key). The informer then
-    /// finds an object's cached state without copying its key, and queues
-    /// a burst of one key's changes with one copy.
+    /// key field). It must equal [`key`](Object::key). The informer's cache
+    /// then keeps no copy of the key (it finds the object by the key inside
+    /// it), a change is applied without copying its key, and a burst of one
+    /// key's changes is queued with one copy.
     fn key_ref(&self) -> Option<&Self::Key> {
         None
     }
