@@ -130,7 +130,7 @@ impl<P: Object> fmt::Debug for Watch<P> {
     }
 }
 
-/// Entries a [`Gather`]'s buffer keeps room for between flushes.
+/// Entries a [`Gather`]'s buffer keeps room for, at most, between flushes.
 const KEPT_CAPACITY: usize = 1024;
 
 /// An informer handler that gathers the keys a run of events asks for and
@@ -205,12 +205,14 @@ where
             return self.flush_keys();
         }
         let tail = tail.clone();
-        // Moved aside and back, so that `pending` keeps its buffer: a run
-        // of events then pushes into it without growing it again.
+        // Moved aside and back, so that `pending` keeps its buffer (up to
+        // `KEPT_CAPACITY`): a run of events then pushes into it without
+        // growing it again.
         self.kept
             .extend(self.keys.pending.extract_if(.., |(key, ..)| *key == tail));
         self.flush_keys();
         self.keys.pending.append(&mut self.kept);
+        self.kept.shrink_to(KEPT_CAPACITY);
         self.held = Some(tail);
     }
 }

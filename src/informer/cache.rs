@@ -388,17 +388,18 @@ impl<O: Object> Cache<O> {
     /// Caches `object` under `key` unless the cached one is as new or newer.
     ///
     /// The caller keeps its key (for the event): an update takes one lookup
-    /// and no clone; a creation clones the key to store it.
+    /// and no clone; a creation copies the key only if `object` does not
+    /// lend it.
     pub(crate) fn apply(&self, key: &O::Key, object: Arc<O>) -> Applied<O> {
         let shared = &*self.shared;
         let mut cache = shared.cache.write();
         // Kept for the indexes, if there are any.
         let new = (!shared.index_fns.is_empty()).then(|| Arc::clone(&object));
-        let old = match cache.objects.get_mut(key) {
-            Some(cached) if cached.version() >= object.version() => return Applied::Stale,
-            Some(cached) => Some(std::mem::replace(cached, object)),
+        let old = match cache.objects.slot(key) {
+            Some(slot) if slot.object().version() >= object.version() => return Applied::Stale,
+            Some(slot) => Some(slot.replace(key, object)),
             None => {
-                cache.objects.insert(Cow::Borrowed(key), object);
+                cache.objects.insert_new(Cow::Borrowed(key), object);
                 None
             }
         };

@@ -1,7 +1,10 @@
 //! The cache's objects by key. An object that lends its key
 //! ([`Object::key_ref`]) is found by the key inside it: the table keeps a
 //! copy of a key only for an object that does not lend one, so a cache of
-//! such objects holds each key once, in its object.
+//! such objects holds each key once, in its object. A slot is two
+//! pointers; a key not lent is boxed (one allocation more per object than
+//! a map holding the key in its slot: about the same bytes for a 48-byte
+//! `ObjectKey`, 8 more for a `u64`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,13 +29,27 @@ struct Entry<O: Object> {
     object: Arc<O>,
 }
 
+/// Whether `object` lends `key`.
+fn lends<O: Object>(object: &O, key: &O::Key) -> bool {
+    object.key_ref().is_some_and(|lent| lent == key)
+}
+
 impl<O: Object> Entry<O> {
     fn new(key: Cow<'_, O::Key>, object: Arc<O>) -> Self {
-        let lent = object.key_ref().is_some_and(|lent| *lent == *key);
         Self {
-            key: (!lent).then(|| Box::new(key.into_owned())),
+            key: (!lends(&*object, &key)).then(|| Box::new(key.into_owned())),
             object,
         }
+    }
+
+    /// Puts `object`, a newer state under the same `key`, in place of the
+    /// cached one (a copy of the key kept if it does not lend it).
+    fn replace(&mut self, key: &O::Key, object: Arc<O>) -> Arc<O> {
+        let old = std::mem::replace(&mut self.object, object);
+        if self.key.is_none() && !lends(&*self.object, key) {
+            self.key = Some(Box::new(key.clone()));
+        }
+        old
     }
 
     /// The key: the copy, else the object's; an object that stopped
@@ -67,11 +84,10 @@ impl<O: Object> Objects<O> {
         found.map(|entry| &entry.object)
     }
 
-    /// The cached object, to replace with a newer state of it.
-    pub(crate) fn get_mut(&mut self, key: &O::Key) -> Option<&mut Arc<O>> {
+    /// The cached state under `key`, to replace with a newer one.
+    pub(crate) fn slot(&mut self, key: &O::Key) -> Option<Slot<'_, O>> {
         let hash = self.hash(key);
-        let found = self.table.find_mut(hash, |e| *e.key() == *key);
-        found.map(|entry| &mut entry.object)
+        self.table.find_mut(hash, |e| *e.key() == *key).map(Slot)
     }
 
     pub(crate) fn contains_key(&self, key: &O::Key) -> bool {
@@ -81,15 +97,20 @@ impl<O: Object> Objects<O> {
     /// Caches `object` under `key` (copied only if the object does not
     /// lend it), returning what was cached there.
     pub(crate) fn insert(&mut self, key: Cow<'_, O::Key>, object: Arc<O>) -> Option<Arc<O>> {
-        if let Some(cached) = self.get_mut(&key) {
-            return Some(std::mem::replace(cached, object));
+        if let Some(slot) = self.slot(&key) {
+            return Some(slot.replace(&key, object));
         }
+        self.insert_new(key, object);
+        None
+    }
+
+    /// [`insert`](Self::insert) for a key not cached (no lookup first).
+    pub(crate) fn insert_new(&mut self, key: Cow<'_, O::Key>, object: Arc<O>) {
         let hasher = &self.hasher;
         let entry = Entry::new(key, object);
         let hash = hasher.hash_one(&*entry.key());
         self.table
             .insert_unique(hash, entry, |e| hasher.hash_one(&*e.key()));
-        None
     }
 
     pub(crate) fn remove(&mut self, key: &O::Key) -> Option<Arc<O>> {
@@ -109,6 +130,21 @@ impl<O: Object> Objects<O> {
     /// Every key, copied.
     pub(crate) fn keys(&self) -> impl Iterator<Item = O::Key> + '_ {
         self.table.iter().map(|entry| entry.key().into_owned())
+    }
+}
+
+/// A cached state, found to be replaced ([`Objects::slot`]).
+pub(crate) struct Slot<'a, O: Object>(&'a mut Entry<O>);
+
+impl<O: Object> Slot<'_, O> {
+    pub(crate) fn object(&self) -> &Arc<O> {
+        &self.0.object
+    }
+
+    /// Puts `object`, a newer state under `key`, in place; returns the
+    /// replaced one.
+    pub(crate) fn replace(self, key: &O::Key, object: Arc<O>) -> Arc<O> {
+        self.0.replace(key, object)
     }
 }
 
@@ -186,6 +222,47 @@ mod tests {
         );
         assert!(!objects.contains_key(&key(7)));
         assert_eq!(objects.keys().count(), 999);
+    }
+
+    /// Lends its key only while `lend` is set.
+    #[derive(Clone, Debug)]
+    struct Sometimes {
+        key: ObjectKey,
+        lend: bool,
+    }
+
+    impl Object for Sometimes {
+        type Key = ObjectKey;
+        fn key(&self) -> ObjectKey {
+            self.key.clone()
+        }
+        fn key_ref(&self) -> Option<&ObjectKey> {
+            self.lend.then_some(&self.key)
+        }
+        fn version(&self) -> Revision {
+            Revision::ZERO
+        }
+        fn set_version(&mut self, _: Revision) {}
+    }
+
+    #[test]
+    fn a_replacement_that_does_not_lend_its_key_gets_a_copy() {
+        let mut objects = Objects::with_capacity(0);
+        let lent = Arc::new(Sometimes {
+            key: key(1),
+            lend: true,
+        });
+        objects.insert_new(Cow::Owned(key(1)), lent);
+        let kept = Arc::new(Sometimes {
+            key: key(1),
+            lend: false,
+        });
+        let replaced = objects
+            .slot(&key(1))
+            .map(|slot| slot.replace(&key(1), kept));
+        assert!(replaced.is_some_and(|old| old.lend));
+        assert!(objects.table.iter().all(|entry| entry.key.is_some()));
+        assert!(objects.get(&key(1)).is_some_and(|o| !o.lend));
     }
 
     #[test]

@@ -90,10 +90,12 @@ pub trait Object: Clone + Send + Sync + 'static {
 
     /// This object's key, borrowed, when the object holds it as it is
     /// (default: `None`; [`impl_object!`](crate::impl_object) returns the
-    /// key field). It must equal [`key`](Object::key). The informer's cache
-    /// then keeps no copy of the key (it finds the object by the key inside
-    /// it), a change is applied without copying its key, and a burst of one
-    /// key's changes is queued with one copy.
+    /// key field). It must equal [`key`](Object::key), be cheap, and give the
+    /// same answer every time for the same object. The informer's cache
+    /// table then keeps no copy of the key (it finds the object by the key
+    /// inside it; an index still keeps its own), a change is applied without
+    /// copying its key, and back-to-back changes of one key within a run of
+    /// events are queued with one copy.
     fn key_ref(&self) -> Option<&Self::Key> {
         None
     }
