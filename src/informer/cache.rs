@@ -555,18 +555,13 @@ impl<O: Object> Entries<O> {
     ) -> u64 {
         let mut out_of_scope = 0;
         for object in listed {
-            let object = Arc::new(object);
-            // Borrowed when the object lends it: then not copied.
-            let key = match object.key_ref() {
-                Some(key) => Cow::Borrowed(key),
-                None => Cow::Owned(object.key()),
-            };
+            let key = object.key();
             if scope.is_some_and(|scope| !scope.keeps(&key)) {
                 out_of_scope += 1;
                 continue;
             }
-            let kept = diff.keep(&key, old.objects.get(&key), Arc::clone(&object));
-            self.objects.insert(key, kept);
+            let kept = diff.keep(&key, old.objects.get(&key), object);
+            self.objects.insert(Cow::Owned(key), kept);
         }
         out_of_scope
     }

@@ -18,8 +18,8 @@ pub(super) struct Diff<O: Object> {
 impl<O: Object> Diff<O> {
     /// What to cache for a listed `object` under `key` whose cached state
     /// is `cached`: the cached `Arc` when the version is the same (no event)
-    /// or newer (counted as stale), `object` otherwise (an event).
-    pub(super) fn keep(&mut self, key: &O::Key, cached: Option<&Arc<O>>, object: Arc<O>) -> Arc<O> {
+    /// or newer (counted as stale), a new `Arc` otherwise (an event).
+    pub(super) fn keep(&mut self, key: &O::Key, cached: Option<&Arc<O>>, object: O) -> Arc<O> {
         match cached {
             Some(cached) if cached.version() == object.version() => return Arc::clone(cached),
             Some(cached) if cached.version() > object.version() => {
@@ -28,7 +28,7 @@ impl<O: Object> Diff<O> {
             }
             _ => {}
         }
-        let new = object;
+        let new = Arc::new(object);
         if self.with_events {
             let event = if self.initial {
                 Event::Initial(Arc::clone(&new))

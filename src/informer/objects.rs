@@ -80,6 +80,10 @@ impl<O: Object> Objects<O> {
     }
 
     pub(crate) fn get(&self, key: &O::Key) -> Option<&Arc<O>> {
+        // A first list looks every key up in the empty cache: no hashing.
+        if self.table.is_empty() {
+            return None;
+        }
         let found = self.table.find(self.hash(key), |e| *e.key() == *key);
         found.map(|entry| &entry.object)
     }
@@ -97,11 +101,19 @@ impl<O: Object> Objects<O> {
     /// Caches `object` under `key` (copied only if the object does not
     /// lend it), returning what was cached there.
     pub(crate) fn insert(&mut self, key: Cow<'_, O::Key>, object: Arc<O>) -> Option<Arc<O>> {
-        if let Some(slot) = self.slot(&key) {
-            return Some(slot.replace(&key, object));
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(&*key);
+        // One probe finds the key or where it goes.
+        let rehash = |e: &Entry<O>| hasher.hash_one(&*e.key());
+        match self.table.entry(hash, |e| *e.key() == *key, rehash) {
+            hashbrown::hash_table::Entry::Occupied(mut found) => {
+                Some(found.get_mut().replace(&key, object))
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(Entry::new(key, object));
+                None
+            }
         }
-        self.insert_new(key, object);
-        None
     }
 
     /// [`insert`](Self::insert) for a key not cached (no lookup first).
