@@ -96,6 +96,28 @@ pub trait Object: Clone + Send + Sync + 'static {
     /// inside it; an index still keeps its own), a change is applied without
     /// copying its key, and back-to-back changes of one key within a run of
     /// events are queued with one copy.
+    ///
+    /// # Examples
+    ///
+    /// A hand-written implementation whose key is a field lends it:
+    ///
+    /// ```
+    /// use tend::{Object, ObjectKey, Revision};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Volume { key: ObjectKey, version: Revision }
+    ///
+    /// impl Object for Volume {
+    ///     type Key = ObjectKey;
+    ///     fn key(&self) -> ObjectKey { self.key.clone() }
+    ///     fn key_ref(&self) -> Option<&ObjectKey> { Some(&self.key) }
+    ///     fn version(&self) -> Revision { self.version }
+    ///     fn set_version(&mut self, version: Revision) { self.version = version; }
+    /// }
+    ///
+    /// let volume = Volume { key: ObjectKey::new("default", "data"), version: Revision::ZERO };
+    /// assert_eq!(volume.key_ref(), Some(&volume.key()));
+    /// ```
     fn key_ref(&self) -> Option<&Self::Key> {
         None
     }
