@@ -17,7 +17,6 @@
 //!
 //! Only API that tend has had since `d1bd82c` is used here.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -25,54 +24,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{Change, Informer, ObjectKey, Revision, Snapshot, Source, SourceError};
+use tend::{Change, Informer, Revision, Snapshot, Source, SourceError};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// The keys of a storm.
 const KEYS: usize = 10_000;
 
-#[derive(Debug, Clone, PartialEq)]
-struct ConfigMap {
-    key: ObjectKey,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    data: BTreeMap<String, String>,
-    version: Revision,
-}
+// The realistic benches' objects, the same file.
+#[path = "../../support/config_map.rs"]
+mod config_map;
 
-tend::impl_object!(ConfigMap, key: key: ObjectKey, version: version);
-
-fn config_map(i: usize) -> ConfigMap {
-    let map = |count: usize, entry: &dyn Fn(usize) -> (String, String)| {
-        (0..count).map(entry).collect::<BTreeMap<_, _>>()
-    };
-    ConfigMap {
-        key: ObjectKey::new(
-            format!("namespace-{:03}", i % 100),
-            format!("config-{i:07}"),
-        ),
-        labels: map(8, &|l| {
-            (
-                format!("app.kubernetes.io/part-{l}"),
-                format!("value-{i}-{l}"),
-            )
-        }),
-        annotations: map(3, &|a| {
-            (
-                format!("example.com/note-{a}"),
-                format!("{i:08}-{}", "n".repeat(80)),
-            )
-        }),
-        data: map(4, &|d| {
-            (
-                format!("file-{d}.yaml"),
-                format!("{i:08}: {}", "d".repeat(230)),
-            )
-        }),
-        version: Revision::new(1),
-    }
-}
+use config_map::{ConfigMap, config_map};
 
 /// Lists what it was given, once; its watch never changes anything.
 struct Listed(parking_lot::Mutex<Option<Vec<ConfigMap>>>);
