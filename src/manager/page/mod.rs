@@ -147,14 +147,17 @@ impl Status {
     /// `/status.json`.
     pub(super) fn page(&self) -> PageReport {
         let now = Instant::now();
-        let controllers = self.controllers.lock().clone();
+        let views = self.controllers.lock().clone();
+        let controllers: Vec<_> = views
+            .iter()
+            .map(|controller| self.controller_report(controller, now))
+            .collect();
+        // Health after the keys: a key flagged stuck is older still when
+        // health looks, so while it is held the page cannot call it healthy.
         PageReport {
             health: self.health().into(),
             ready: self.readiness().into(),
-            controllers: controllers
-                .iter()
-                .map(|controller| self.controller_report(controller, now))
-                .collect(),
+            controllers,
             informers: self
                 .informers
                 .all()
