@@ -98,6 +98,12 @@ pub(crate) async fn round(
     let hosts = if disruption.on_member() { 2 } else { 3 };
     let victim = usize::try_from(next_random(rng) % hosts).unwrap();
     let (death, took) = inflict(lab, disruption, victim).await;
+    eprintln!(
+        "round {n} ({disruption:?} on {}): {} shards owned again, the last after {:?}",
+        HOSTS[victim],
+        took.len(),
+        took.iter().max().copied().unwrap_or_default()
+    );
     measured.deaths.push(death);
     if disruption == Disruption::Stop {
         measured.handed.extend(took);
