@@ -8,6 +8,10 @@
 //!
 //! `cargo bench --bench realistic` prints one line per size (medians of
 //! three) and writes `target/realistic.csv` (size, seconds, floor, heap).
+//! With `TEND_UNLENT` set, the same objects implement `Object` by hand
+//! without lending their key (as a Kubernetes object, whose key is built
+//! from its metadata), so the cache keeps a copy of each key; that run
+//! writes `target/realistic-unlent.csv`.
 
 use std::alloc::System;
 use std::convert::Infallible;
@@ -25,7 +29,7 @@ use config_map::{ConfigMap, config_map};
 use sources::Listed;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tend::controller::{Action, Context, Controller, Reconciler};
-use tend::{CancellationToken, Informer};
+use tend::{CancellationToken, Informer, Object, ObjectKey, Revision};
 use tokio::sync::mpsc;
 
 #[global_allocator]
@@ -34,15 +38,52 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 const RUNS: usize = 3;
 
 /// Reads each reconciled object; counts the keys reconciled.
-#[derive(Default)]
-struct Reads(AtomicUsize);
+#[derive(Clone, Default)]
+struct Reads(Arc<AtomicUsize>);
 
-impl Reconciler<ConfigMap> for Arc<Reads> {
+/// An object the reconciler reads.
+trait Read: Object {
+    fn read(&self) -> usize;
+}
+
+impl Read for ConfigMap {
+    fn read(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The same object, implemented by hand without lending its key.
+#[derive(Debug, Clone)]
+struct Unlent(ConfigMap);
+
+impl Object for Unlent {
+    type Key = ObjectKey;
+
+    fn key(&self) -> ObjectKey {
+        self.0.key.clone()
+    }
+
+    fn version(&self) -> Revision {
+        self.0.version
+    }
+
+    fn set_version(&mut self, version: Revision) {
+        self.0.version = version;
+    }
+}
+
+impl Read for Unlent {
+    fn read(&self) -> usize {
+        self.0.data.len()
+    }
+}
+
+impl<O: Read> Reconciler<O> for Reads {
     type Error = Infallible;
 
-    async fn reconcile(&self, ctx: Context<ConfigMap>) -> Result<Action, Infallible> {
+    async fn reconcile(&self, ctx: Context<O>) -> Result<Action, Infallible> {
         if let Some(object) = ctx.object() {
-            std::hint::black_box(object.data.len());
+            std::hint::black_box(object.read());
             self.0.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Action::Done)
@@ -67,15 +108,19 @@ fn live(region: &Region<'_, System>) -> isize {
     stats.bytes_allocated as isize - stats.bytes_deallocated as isize
 }
 
-fn sync_once(runtime: &tokio::runtime::Runtime, count: usize) -> Measured {
+fn sync_once<O: Read>(
+    runtime: &tokio::runtime::Runtime,
+    count: usize,
+    make: fn(usize) -> O,
+) -> Measured {
     let region = Region::new(GLOBAL);
-    let objects: Vec<ConfigMap> = (0..count).map(config_map).collect();
+    let objects: Vec<O> = (0..count).map(make).collect();
     let of_objects = live(&region);
     let (took, peak, settled) = runtime.block_on(async {
-        let source = Listed(parking_lot::Mutex::new(Some(objects)));
+        let source: Listed<O> = Listed(parking_lot::Mutex::new(Some(objects)));
         let informer = Informer::builder(source).build().expect("valid");
-        let reads = Arc::new(Reads::default());
-        let controller = Controller::builder("sync", &informer, Arc::clone(&reads))
+        let reads = Reads::default();
+        let controller = Controller::builder("sync", &informer, reads.clone())
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
             .build()
             .expect("valid");
@@ -146,9 +191,18 @@ fn main() {
         |_| vec![10_000, 100_000, 1_000_000],
         |sizes| sizes.split(',').filter_map(|s| s.parse().ok()).collect(),
     );
+    let unlent = std::env::var_os("TEND_UNLENT").is_some();
     let mut csv = String::from("objects,seconds,floor_seconds,settled_bytes,peak_bytes\n");
     for count in sizes {
-        let mut runs: Vec<Measured> = (0..RUNS).map(|_| sync_once(&runtime, count)).collect();
+        let mut runs: Vec<Measured> = (0..RUNS)
+            .map(|_| {
+                if unlent {
+                    sync_once(&runtime, count, |i| Unlent(config_map(i)))
+                } else {
+                    sync_once(&runtime, count, config_map)
+                }
+            })
+            .collect();
         runs.sort_by(|a, b| {
             let ratio = |m: &Measured| m.took.as_secs_f64() / m.floor.as_secs_f64();
             ratio(a).total_cmp(&ratio(b))
@@ -156,7 +210,8 @@ fn main() {
         let m = &runs[RUNS / 2];
         let ratio = m.took.as_secs_f64() / m.floor.as_secs_f64();
         println!(
-            "initial sync, {count} ConfigMap-like objects, ObjectKey keys: {:.3} s ({:.2} µs per object); floor {:.3} s; ratio {ratio:.2}; heap beyond the objects per object: {:.0} B settled, {:.0} B peak",
+            "initial sync, {count} ConfigMap-like objects, ObjectKey keys{}: {:.3} s ({:.2} µs per object); floor {:.3} s; ratio {ratio:.2}; heap beyond the objects per object: {:.0} B settled, {:.0} B peak",
+            if unlent { " (not lent)" } else { "" },
             m.took.as_secs_f64(),
             m.took.as_secs_f64() * 1e6 / count as f64,
             m.floor.as_secs_f64(),
@@ -171,7 +226,12 @@ fn main() {
             m.peak
         ));
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/realistic.csv");
+    let file = if unlent {
+        "target/realistic-unlent.csv"
+    } else {
+        "target/realistic.csv"
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     if let Err(error) = std::fs::write(&path, csv) {
         eprintln!("writing {}: {error}", path.display());
     }

@@ -10,17 +10,17 @@ use tokio::sync::mpsc;
 use crate::config_map::ConfigMap;
 
 /// A source that lists what it was given, once, and never changes.
-pub(crate) struct Listed(pub(crate) Mutex<Option<Vec<ConfigMap>>>);
+pub(crate) struct Listed<O = ConfigMap>(pub(crate) Mutex<Option<Vec<O>>>);
 
 #[tend::async_trait]
-impl Source for Listed {
-    type Object = ConfigMap;
+impl<O: tend::Object> Source for Listed<O> {
+    type Object = O;
 
     fn name(&self) -> &str {
         "config-maps"
     }
 
-    async fn list(&self) -> Result<Snapshot<ConfigMap>, SourceError> {
+    async fn list(&self) -> Result<Snapshot<O>, SourceError> {
         let objects = self.0.lock().take().unwrap_or_default();
         Ok(Snapshot {
             objects,
@@ -28,7 +28,7 @@ impl Source for Listed {
         })
     }
 
-    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
+    async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<O>, SourceError> {
         Ok(Box::pin(futures::stream::pending()))
     }
 }
