@@ -14,7 +14,7 @@ use crate::chaos_world::{
     Process, Rounds, bump, next_random, reowned, shards_of, share, signal, unconverged,
 };
 use crate::frozen_disk::{freeze, thaw};
-use crate::members::{Member, lead, ready};
+use crate::members::{Member, elected_besides, lead, leading, ready};
 use crate::netns::Network;
 use crate::{HOSTS, IDS, KEYS, replica_command};
 
@@ -160,7 +160,10 @@ pub(crate) fn restart(lab: &mut Lab<'_>, measured: &mut Rounds, what: &str) {
 /// Inflicts `disruption` on host `victim` and heals it. Every disruption ends the
 /// host's replica (killed, stopped, or exited on losing its membership);
 /// returns its death and how long each of its shards stayed unowned (or
-/// took to be handed over).
+/// took to be handed over), counted from the disruption or, when it cost
+/// the cluster its leader, from the next leader's election: no replica can
+/// take a shard over while etcd has no leader, and how long an election
+/// takes is etcd's (a split vote, a slow machine), not tend's.
 async fn inflict(
     lab: &mut Lab<'_>,
     disruption: Disruption,
@@ -184,7 +187,8 @@ async fn inflict(
             };
             lead(&mut lab.kv, HOSTS[leader], &lab.members).await;
             lab.network.cut(&host);
-            let took = reowned(&mut lab.kv, id, theirs, since).await;
+            let from = counted_from(lab, leader == victim, victim, since).await;
+            let took = reowned(&mut lab.kv, id, theirs, from).await;
             let death = lab.replicas[victim].exited(STOP).await;
             lab.network.heal(&host);
             (death, took)
@@ -199,8 +203,10 @@ async fn inflict(
             (death, took)
         }
         Disruption::MemberRestart => {
+            let led = leading(&mut lab.kv).await.as_deref() == Some(HOSTS[victim]);
             lab.members[victim].kill();
-            let took = reowned(&mut lab.kv, id, theirs, since).await;
+            let from = counted_from(lab, led, victim, since).await;
+            let took = reowned(&mut lab.kv, id, theirs, from).await;
             let death = lab.replicas[victim].exited(STOP).await;
             tokio::time::sleep(DOWN.saturating_sub(since.elapsed())).await;
             lab.members[victim].start();
@@ -219,4 +225,19 @@ async fn inflict(
     // The host's member serves again before its replica starts.
     drop(ready(&lab.members[victim].endpoint()).await);
     (death, took)
+}
+
+/// When a round's unowned time starts: at the disruption, or, when `led`
+/// (the victim's member was the leader), once another member is elected.
+async fn counted_from(lab: &mut Lab<'_>, led: bool, victim: usize, since: Instant) -> Instant {
+    if !led {
+        return since;
+    }
+    let elected = elected_besides(&mut lab.kv, HOSTS[victim]).await;
+    eprintln!(
+        "{}'s member led: the next leader was elected {:?} after the disruption",
+        HOSTS[victim],
+        elected - since
+    );
+    elected
 }

@@ -7,7 +7,8 @@
 //! checks are the chaos test's: no key reconciled by two processes at once
 //! (their logs), no write with a stale shard token accepted (etcd's own
 //! history), every key converged after each round, and how long a lost
-//! replica's shards stay unowned (p50/p99).
+//! replica's shards stay unowned (p50/p99; from the disruption, or from
+//! the next election when the round cost the cluster its leader).
 //!
 //! Needs root (`ip netns`, loop mounts, `fsfreeze`): where namespaces cannot
 //! be made it skips, saying why, unless `TEND_REQUIRE_NETNS` is set (as in

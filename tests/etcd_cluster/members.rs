@@ -141,6 +141,30 @@ async fn leader(kv: &mut etcd_client::Client) -> Option<(Vec<(String, u64)>, Str
     Some((ids, name))
 }
 
+/// The host whose member leads, as `kv`'s member sees it; `None` while the
+/// cluster elects or does not answer within a second.
+pub(crate) async fn leading(kv: &mut etcd_client::Client) -> Option<String> {
+    let seen = tokio::time::timeout(Duration::from_secs(1), leader(kv)).await;
+    seen.ok().flatten().map(|(_, name)| name)
+}
+
+/// Waits (bounded) until a member other than `deposed`'s leads; returns
+/// when it was seen.
+pub(crate) async fn elected_besides(kv: &mut etcd_client::Client, deposed: &str) -> Instant {
+    let limit = Duration::from_secs(30);
+    let started = Instant::now();
+    loop {
+        if leading(kv).await.is_some_and(|name| name != deposed) {
+            return Instant::now();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "no member besides {deposed}'s was elected within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Makes `target` the leader (asked of the current leader, which `kv`
 /// must reach), bounded.
 pub(crate) async fn lead(kv: &mut etcd_client::Client, target: &str, through: &[Member]) {

@@ -79,9 +79,11 @@ pub(crate) async fn run(network: &Network, dir: &Path) {
     let end = revision_now(&mut lab.kv).await;
     let history = history.until(end).await;
     let reconciles = parse_logs(&lives, &measured.deaths);
-    // The lease expires at the leader the others reach; after a leader's
-    // loss, only once a new leader was elected (up to 2 election timeouts)
-    // and has given every lease its whole TTL again.
+    // Counted from the disruption, or from the next election when it cost
+    // the cluster its leader: a lease expires a TTL after its last renewal,
+    // or a TTL and an election timeout after a new leader took over (it
+    // gives every lease its whole TTL again); the rest is room for a
+    // loaded machine.
     let bound = timing().lease() * 2 + Duration::from_secs(3);
     let collateral = &lab.collateral;
     eprintln!(
