@@ -97,6 +97,11 @@ pub(crate) async fn round(
     let disruption = Disruption::of_round(n);
     let hosts = if disruption.on_member() { 2 } else { 3 };
     let victim = usize::try_from(next_random(rng) % hosts).unwrap();
+    eprintln!(
+        "{}: {disruption:?} on {}",
+        crate::chaos_replica::wall_ns(),
+        HOSTS[victim]
+    );
     let (death, took) = inflict(lab, disruption, victim).await;
     eprintln!(
         "round {n} ({disruption:?} on {}): {} shards owned again, the last after {:?}",
@@ -173,11 +178,6 @@ async fn inflict(
     let theirs = shards_of(&mut lab.kv, id).await;
     let host = lab.members[victim].host.clone();
     let since = Instant::now();
-    eprintln!(
-        "{}: {disruption:?} on {}",
-        crate::chaos_replica::wall_ns(),
-        HOSTS[victim]
-    );
     let (death, took) = match disruption {
         Disruption::CutFollower | Disruption::CutLeader => {
             let leader = if disruption == Disruption::CutLeader {
