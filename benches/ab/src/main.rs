@@ -4,7 +4,10 @@
 //! commits of tend (point `Cargo.toml`'s path at a worktree of the older
 //! one), run alternated, it compares them on the same machine; under
 //! `valgrind --tool=callgrind --separate-threads=yes` with one runtime
-//! thread, in instructions.
+//! thread, in instructions. Build both with
+//! `CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1` to compare instructions: with
+//! the default 16 units, what the compiler inlines follows how the code is
+//! partitioned, and an unrelated change moves a run by 1–5 %.
 //!
 //! `tend-ab [objects] [runtime threads] [workers] [rounds] [mode]`, mode:
 //! - `list` (default): the source lists every object;
