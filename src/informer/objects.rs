@@ -43,10 +43,12 @@ impl<O: Object> Entry<O> {
     }
 
     /// Puts `object`, a newer state under the same `key`, in place of the
-    /// cached one (a copy of the key kept if it does not lend it).
+    /// cached one (a copy of the key kept only if it does not lend it).
     fn replace(&mut self, key: &O::Key, object: Arc<O>) -> Arc<O> {
         let old = std::mem::replace(&mut self.object, object);
-        if self.key.is_none() && !lends(&*self.object, key) {
+        if lends(&*self.object, key) {
+            self.key = None;
+        } else if self.key.is_none() {
             self.key = Some(Box::new(key.clone()));
         }
         old
@@ -258,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn a_replacement_that_does_not_lend_its_key_gets_a_copy() {
+    fn a_replacement_that_does_not_lend_its_key_gets_a_copy_and_one_that_does_drops_it() {
         let mut objects = Objects::with_capacity(0);
         let lent = Arc::new(Sometimes {
             key: key(1),
@@ -275,6 +277,18 @@ mod tests {
         assert!(replaced.is_some_and(|old| old.lend));
         assert!(objects.table.iter().all(|entry| entry.key.is_some()));
         assert!(objects.get(&key(1)).is_some_and(|o| !o.lend));
+        // Lending again, it needs the copy no more.
+        let lent = Arc::new(Sometimes {
+            key: key(1),
+            lend: true,
+        });
+        assert!(
+            objects
+                .insert(Cow::Owned(key(1)), lent)
+                .is_some_and(|old| !old.lend)
+        );
+        assert!(objects.table.iter().all(|entry| entry.key.is_none()));
+        assert!(objects.get(&key(1)).is_some_and(|o| o.lend));
     }
 
     #[test]
