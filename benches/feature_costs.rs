@@ -109,7 +109,7 @@ async fn latency(count: usize) -> Duration {
     let templates: Vec<ConfigMap> = (0..KEYS).map(config_map).collect();
     let changes: Vec<ConfigMap> = (0..count).map(|n| update(&templates, n)).collect();
     let (tx, rx) = mpsc::unbounded_channel();
-    let reads = running(Channel(Mutex::new(Some(rx))));
+    let reads = running(Channel::new(rx));
     let start = Instant::now();
     for (n, change) in changes.into_iter().enumerate() {
         tx.send(change).expect("the informer watches");

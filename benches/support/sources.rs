@@ -33,8 +33,28 @@ impl<O: tend::Object> Source for Listed<O> {
     }
 }
 
+/// Called with each object as the watch hands it to the informer.
+pub(crate) type Tap = Box<dyn Fn(&ConfigMap) + Send + Sync>;
+
 /// A source over a channel: an empty list, then every object sent.
-pub(crate) struct Channel(pub(crate) Mutex<Option<mpsc::UnboundedReceiver<ConfigMap>>>);
+pub(crate) struct Channel {
+    rx: Mutex<Option<mpsc::UnboundedReceiver<ConfigMap>>>,
+    tap: std::sync::Arc<Tap>,
+}
+
+impl Channel {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<ConfigMap>) -> Self {
+        Self::tapped(rx, Box::new(|_| {}))
+    }
+
+    /// Calls `tap` with each object as the informer takes it.
+    pub(crate) fn tapped(rx: mpsc::UnboundedReceiver<ConfigMap>, tap: Tap) -> Self {
+        Self {
+            rx: Mutex::new(Some(rx)),
+            tap: std::sync::Arc::new(tap),
+        }
+    }
+}
 
 #[tend::async_trait]
 impl Source for Channel {
@@ -52,11 +72,13 @@ impl Source for Channel {
     }
 
     async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
-        let rx = self.0.lock().take();
+        let rx = self.rx.lock().take();
         let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let changes = futures::stream::unfold(rx, |mut rx| async move {
+        let state = (rx, std::sync::Arc::clone(&self.tap));
+        let changes = futures::stream::unfold(state, |(mut rx, tap)| async move {
             let object = rx.recv().await?;
-            Some((Ok(Change::Applied(object)), rx))
+            tap(&object);
+            Some((Ok(Change::Applied(object)), (rx, tap)))
         });
         Ok(Box::pin(changes))
     }

@@ -13,6 +13,9 @@
 //! - `list` (default): the source lists every object;
 //! - `watch`: an empty list, then every object as a watch event, from a
 //!   channel filled before the clock starts;
+//! - `built`: an empty list, then every object as a watch event, each
+//!   built by a producer thread while the clock runs; then the floor: the
+//!   same producer through a channel to one task that reads and keeps each;
 //! - `storm`: that many updates over 10,000 keys from a filled channel
 //!   (round-robin, or a burst per key with `TEND_AB_BURSTS` set), until
 //!   every key was reconciled at its last version; then the floor: the
@@ -194,6 +197,73 @@ fn sync(runtime: &tokio::runtime::Runtime, count: usize, workers: usize, watch: 
     println!("{:.1} ms", took.as_secs_f64() * 1e3);
 }
 
+/// A thread building `count` objects (versions 1, 2, ...) into a channel.
+fn producer(count: usize) -> mpsc::UnboundedReceiver<ConfigMap> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for n in 0..count {
+            let object = ConfigMap {
+                version: Revision::new(n as u64 + 1),
+                ..config_map(n)
+            };
+            if tx.send(object).is_err() {
+                return;
+            }
+        }
+        // Kept open, as the source's watch would be.
+        std::mem::forget(tx);
+    });
+    rx
+}
+
+/// The floor of `built`: the producer through a channel to one task that
+/// reads and keeps each object.
+fn built_floor(runtime: &tokio::runtime::Runtime, count: usize) -> Duration {
+    runtime.block_on(async move {
+        let start = Instant::now();
+        let mut rx = producer(count);
+        let reading = tokio::spawn(async move {
+            let mut kept = Vec::with_capacity(count);
+            for _ in 0..count {
+                let object = Arc::new(rx.recv().await.expect("produced"));
+                std::hint::black_box(object.data.len());
+                kept.push(object);
+            }
+            kept
+        });
+        let kept = reading.await.expect("task");
+        let took = start.elapsed();
+        drop(kept);
+        took
+    })
+}
+
+/// The sync with each object built while the clock runs, and its floor;
+/// which runs first alternates with `round`, as the heap one leaves
+/// behind moves the other.
+fn built(runtime: &tokio::runtime::Runtime, count: usize, workers: usize, round: usize) {
+    let tend = || {
+        let reads = Reads::new(count, Vec::new());
+        runtime.block_on(async {
+            let channel = Channel(parking_lot::Mutex::new(Some(producer(count))));
+            run(Informer::builder(channel).build().expect("valid"), &reads, workers).await
+        })
+    };
+    let (took, floor) = if round.is_multiple_of(2) {
+        let took = tend();
+        (took, built_floor(runtime, count))
+    } else {
+        let floor = built_floor(runtime, count);
+        (tend(), floor)
+    };
+    let ratio = took.as_secs_f64() / floor.as_secs_f64();
+    println!(
+        "{:.1} ms floor {:.1} ms ratio {ratio:.2}",
+        took.as_secs_f64() * 1e3,
+        floor.as_secs_f64() * 1e3
+    );
+}
+
 /// The key of update `n` of `count`: round-robin, or in bursts.
 fn storm_key(n: usize, count: usize, bursts: bool) -> usize {
     if bursts { n / (count / KEYS) } else { n % KEYS }
@@ -253,12 +323,13 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    for _ in 0..rounds {
+    for round in 0..rounds {
         match mode {
             "list" => sync(&runtime, count, workers, false),
             "watch" => sync(&runtime, count, workers, true),
+            "built" => built(&runtime, count, workers, round),
             "storm" => storm(&runtime, count, workers),
-            other => panic!("unknown mode {other}: list, watch or storm"),
+            other => panic!("unknown mode {other}: list, watch, built or storm"),
         }
     }
 }
