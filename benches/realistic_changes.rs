@@ -27,15 +27,17 @@ use std::time::{Duration, Instant};
 
 use config_map::{ConfigMap, config_map};
 use parking_lot::Mutex;
-use sources::{Channel, update};
+use sources::{Channel, Tap, update};
 use tend::controller::{Action, Context, Controller, Reconciler};
 use tend::{CancellationToken, Informer, Revision};
 use tokio::sync::{Notify, mpsc};
 
 const RUNS: usize = 3;
 
-/// Reads each object; per key, the highest version reconciled; when each
-/// version was sent (latency), and the send-to-start times.
+/// Reads each object; per key, the highest version reconciled, and a
+/// notice once each key was reconciled at its last version; for the
+/// latency, when each version was sent and taken by the informer, and the
+/// send-to-start times with their split.
 struct Reads {
     reconciles: AtomicUsize,
     /// Per key index: the highest version reconciled.
@@ -49,7 +51,8 @@ struct Reads {
     done: Notify,
     /// Per update: nanoseconds since `epoch` when it was sent (0: not yet).
     sent: Vec<AtomicU64>,
-    /// Per update: when the informer took it from the source's watch.
+    /// Per update: when the informer took it from the source's watch (0:
+    /// not yet, or a run without the tap).
     taken: Vec<AtomicU64>,
     epoch: Instant,
     latencies: Mutex<Vec<Duration>>,
@@ -101,6 +104,24 @@ impl Reads {
         }
     }
 
+    /// Splits update `n`'s latency (sent at `sent`, started at `now`) where
+    /// the informer took it, if the source's tap saw it.
+    fn split(&self, n: usize, sent: u64, now: u64) {
+        let taken = self.taken[n].load(Ordering::Relaxed);
+        if taken == 0 {
+            return;
+        }
+        // Sent, then taken, then started: a split outside that is a bug.
+        assert!(
+            (sent..=now).contains(&taken),
+            "update {n} taken at {taken} ns, outside {sent}..={now}"
+        );
+        self.splits.lock().push(Split {
+            to_informer: Duration::from_nanos(taken - sent),
+            to_reconcile: Duration::from_nanos(now - taken),
+        });
+    }
+
     fn taken_now(&self, object: &ConfigMap) {
         let n = (object.version.get() - 1) as usize;
         self.taken[n].store(self.now(), Ordering::Relaxed);
@@ -119,14 +140,9 @@ impl Reconciler<ConfigMap> for Arc<Reads> {
         let n = (version - 1) as usize;
         let sent = self.sent[n].load(Ordering::Relaxed);
         if sent > 0 {
-            let now = self.now();
-            let waited = Duration::from_nanos(now.saturating_sub(sent));
-            self.latencies.lock().push(waited);
-            let taken = self.taken[n].load(Ordering::Relaxed).clamp(sent, now);
-            self.splits.lock().push(Split {
-                to_informer: Duration::from_nanos(taken - sent),
-                to_reconcile: Duration::from_nanos(now - taken),
-            });
+            let now = self.now().max(sent);
+            self.latencies.lock().push(Duration::from_nanos(now - sent));
+            self.split(n, sent, now);
         }
         self.saw(index(object), version);
         Ok(Action::Done)
@@ -172,18 +188,18 @@ impl Order {
     }
 }
 
-/// Runs a controller over a channel source while `produce` sends into it
-/// from a thread of its own; returns once every key was reconciled at its
-/// last version, and the time.
+/// Runs a controller over a channel source (with `tap` on its watch) while
+/// `produce` sends into it from a thread of its own; returns once every key
+/// was reconciled at its last version, and the time.
 fn controlled(
     runtime: &tokio::runtime::Runtime,
     reads: &Arc<Reads>,
     produce: impl FnOnce(mpsc::UnboundedSender<ConfigMap>) + Send + 'static,
+    tap: Option<Tap>,
 ) -> Duration {
     runtime.block_on(async {
         let (tx, rx) = mpsc::unbounded_channel();
-        let tapped = Arc::clone(reads);
-        let source = Channel::tapped(rx, Box::new(move |object| tapped.taken_now(object)));
+        let source = Channel::tapped(rx, tap);
         let informer = Informer::builder(source).build().expect("valid");
         let controller = Controller::builder("changes", &informer, Arc::clone(reads))
             .concurrency(NonZeroUsize::new(4).expect("non-zero"))
@@ -270,7 +286,8 @@ fn storm(runtime: &tokio::runtime::Runtime, order: Order) {
     for _ in 0..RUNS {
         let last = |key: usize| order.last(key, KEYS, UPDATES);
         let reads = Reads::new(KEYS, UPDATES, last);
-        let took = controlled(runtime, &reads, produce(updates()));
+        // No tap: the storm's informer does only tend's work.
+        let took = controlled(runtime, &reads, produce(updates()), None);
         let per_key = reads.reconciles.load(Ordering::Relaxed) as f64 / KEYS as f64;
         let base = floor(
             runtime,
@@ -312,23 +329,23 @@ fn paced(
     }
 }
 
-fn percentiles(latencies: &Mutex<Vec<Duration>>) -> (Duration, Duration) {
-    let mut latencies = latencies.lock().clone();
+/// The p50 and p99 of `latencies` (sorted in place).
+fn p50_p99(latencies: &mut [Duration]) -> (Duration, Duration) {
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64) * q) as usize];
     (at(0.50), at(0.99))
+}
+
+fn percentiles(latencies: &Mutex<Vec<Duration>>) -> (Duration, Duration) {
+    p50_p99(&mut latencies.lock().clone())
 }
 
 /// Where the slowest reconciles' time went: p50 and p99 of each part, and
 /// of the slowest 1 % (by the whole latency), the share of tend's part.
 fn split_report(splits: &Mutex<Vec<Split>>) -> String {
     let mut splits = splits.lock().clone();
-    let part = |f: fn(&Split) -> Duration| {
-        let mut parts: Vec<Duration> = splits.iter().map(f).collect();
-        parts.sort_unstable();
-        let at = |q: f64| parts[((parts.len() as f64) * q) as usize];
-        (at(0.50), at(0.99))
-    };
+    assert!(!splits.is_empty(), "the latency run split no latency");
+    let part = |f: fn(&Split) -> Duration| p50_p99(&mut splits.iter().map(f).collect::<Vec<_>>());
     let (i50, i99) = part(|s| s.to_informer);
     let (r50, r99) = part(|s| s.to_reconcile);
     splits.sort_unstable_by_key(|s| s.to_informer + s.to_reconcile);
@@ -348,11 +365,10 @@ fn latency(runtime: &tokio::runtime::Runtime) {
     let templates: Arc<Vec<ConfigMap>> = Arc::new((0..KEYS).map(config_map).collect());
     let last = |key: usize| (UPDATES - KEYS + key + 1) as u64;
     let reads = Reads::new(KEYS, UPDATES, last);
-    controlled(
-        runtime,
-        &reads,
-        paced(Arc::clone(&templates), Arc::clone(&reads), UPDATES),
-    );
+    let tapped = Arc::clone(&reads);
+    let tap: Tap = Arc::new(move |object| tapped.taken_now(object));
+    let produce = paced(Arc::clone(&templates), Arc::clone(&reads), UPDATES);
+    controlled(runtime, &reads, produce, Some(tap));
     let (p50, p99) = percentiles(&reads.latencies);
     let base = Reads::new(KEYS, UPDATES, last);
     floor(runtime, &base, paced(templates, Arc::clone(&base), UPDATES));

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each bench uses part of it
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use tend::{Change, Revision, Snapshot, Source, SourceError};
 use tokio::sync::mpsc;
@@ -34,24 +36,24 @@ impl<O: tend::Object> Source for Listed<O> {
 }
 
 /// Called with each object as the watch hands it to the informer.
-pub(crate) type Tap = Box<dyn Fn(&ConfigMap) + Send + Sync>;
+pub(crate) type Tap = Arc<dyn Fn(&ConfigMap) + Send + Sync>;
 
 /// A source over a channel: an empty list, then every object sent.
 pub(crate) struct Channel {
     rx: Mutex<Option<mpsc::UnboundedReceiver<ConfigMap>>>,
-    tap: std::sync::Arc<Tap>,
+    tap: Option<Tap>,
 }
 
 impl Channel {
     pub(crate) fn new(rx: mpsc::UnboundedReceiver<ConfigMap>) -> Self {
-        Self::tapped(rx, Box::new(|_| {}))
+        Self::tapped(rx, None)
     }
 
-    /// Calls `tap` with each object as the informer takes it.
-    pub(crate) fn tapped(rx: mpsc::UnboundedReceiver<ConfigMap>, tap: Tap) -> Self {
+    /// Calls `tap`, if any, with each object as the informer takes it.
+    pub(crate) fn tapped(rx: mpsc::UnboundedReceiver<ConfigMap>, tap: Option<Tap>) -> Self {
         Self {
             rx: Mutex::new(Some(rx)),
-            tap: std::sync::Arc::new(tap),
+            tap,
         }
     }
 }
@@ -74,10 +76,12 @@ impl Source for Channel {
     async fn watch(&self, _from: Revision) -> Result<tend::WatchStream<ConfigMap>, SourceError> {
         let rx = self.rx.lock().take();
         let rx = rx.ok_or_else(|| SourceError::unavailable("watched once"))?;
-        let state = (rx, std::sync::Arc::clone(&self.tap));
+        let state = (rx, self.tap.clone());
         let changes = futures::stream::unfold(state, |(mut rx, tap)| async move {
             let object = rx.recv().await?;
-            tap(&object);
+            if let Some(tap) = &tap {
+                tap(&object);
+            }
             Some((Ok(Change::Applied(object)), (rx, tap)))
         });
         Ok(Box::pin(changes))
